@@ -1,0 +1,104 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/regressd/regressd/schemas"
+)
+
+// Config sizes the streams. Zero values take the defaults.
+type Config struct {
+	// Replicas of every stream and bucket: 1 on one machine, 3 in a cluster.
+	Replicas int
+	// JobsMaxAge is the backfill horizon: how long REGRESS_JOBS keeps jobs for
+	// replay. Default 90 days.
+	JobsMaxAge time.Duration
+	// DuplicateWindow is how long a job's message id dedupes. Default 10 minutes.
+	DuplicateWindow time.Duration
+	// ContextTTL is how long a task's context stays in the object store. Default 24h.
+	ContextTTL time.Duration
+	// TaskTTL is how long task summaries stay in the regress_tasks bucket. Default 7 days.
+	TaskTTL time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.JobsMaxAge == 0 {
+		c.JobsMaxAge = 90 * 24 * time.Hour
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 10 * time.Minute
+	}
+	if c.ContextTTL == 0 {
+		c.ContextTTL = 24 * time.Hour
+	}
+	if c.TaskTTL == 0 {
+		c.TaskTTL = 7 * 24 * time.Hour
+	}
+}
+
+// Ensure creates or updates every stream, bucket and store regressd uses. It
+// is idempotent and runs at every start of every role.
+func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	cfg.setDefaults()
+	streams := []jetstream.StreamConfig{
+		{
+			Name: schemas.StreamJobs, Subjects: []string{schemas.SubjectJobs + ">"},
+			Retention: jetstream.LimitsPolicy, MaxAge: cfg.JobsMaxAge, Duplicates: cfg.DuplicateWindow,
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+			Description: "one message per task; kept for replay (backfill)",
+		},
+		{
+			Name: schemas.StreamBatches, Subjects: []string{schemas.SubjectBatches + ">"},
+			Retention: jetstream.WorkQueuePolicy, Duplicates: cfg.DuplicateWindow, MaxAge: 7 * 24 * time.Hour,
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+			Description: "query batches waiting for a worker",
+		},
+		{
+			Name: schemas.StreamResults, Subjects: []string{schemas.SubjectResults + ">"},
+			Retention: jetstream.WorkQueuePolicy, Duplicates: cfg.DuplicateWindow, MaxAge: 7 * 24 * time.Hour,
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+			Description: "predictions and task verdicts waiting for the writer",
+		},
+		{
+			Name: schemas.StreamDLQ, Subjects: []string{schemas.SubjectDLQ + ">"},
+			Retention: jetstream.LimitsPolicy, MaxAge: 30 * 24 * time.Hour, Duplicates: cfg.DuplicateWindow,
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+			Description: "messages that could not be processed, with the reason",
+		},
+	}
+	for _, sc := range streams {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+		}
+	}
+	kvs := []jetstream.KeyValueConfig{
+		{Bucket: schemas.BucketTriggers, History: 5, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, Description: "trigger definitions"},
+		{Bucket: schemas.BucketTasks, History: 1, TTL: cfg.TaskTTL, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 4 << 20, Description: "task summaries"},
+	}
+	for _, kc := range kvs {
+		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+			return fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
+		}
+	}
+	if _, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
+		Bucket: schemas.StoreContext, TTL: cfg.ContextTTL, Replicas: cfg.Replicas,
+		Storage: jetstream.FileStorage, Description: "Arrow IPC of task contexts, by digest",
+	}); err != nil {
+		return fmt.Errorf("ensure object store %s: %w", schemas.StoreContext, err)
+	}
+	return nil
+}
+
+// IsNotFound reports whether err means a key, object or stream does not exist.
+func IsNotFound(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrObjectNotFound) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound)
+}

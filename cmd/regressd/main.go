@@ -1,0 +1,101 @@
+// Command regressd fills gaps in PostgreSQL time-series tables with an
+// in-context regression model, as an event-driven pipeline on NATS JetStream.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// command is one subcommand of the binary.
+type command interface {
+	// Run parses args and runs the command until it is done or ctx ends.
+	Run(ctx context.Context, args []string) error
+	// Synopsis is the one-line description shown by `regressd help`.
+	Synopsis() string
+}
+
+// Main holds the binary's streams so tests can run commands in-process.
+type Main struct {
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+func main() {
+	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := m.Run(ctx, os.Args[1:]); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(m.Stderr, "regressd:", err)
+		}
+		stop()
+		os.Exit(exitCode(err))
+	}
+}
+
+func exitCode(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}
+
+func (m *Main) commands() map[string]command {
+	return map[string]command{
+		"run":       &roleCommand{m: m, roles: allRoles, synopsis: "run every role in one process (embedded NATS and PostgreSQL by default)"},
+		"scheduler": &roleCommand{m: m, roles: []role{roleScheduler}, synopsis: "run the scheduler: triggers, cron, the engine HTTP endpoint"},
+		"producer":  &roleCommand{m: m, roles: []role{roleProducer}, synopsis: "run the producer: read windows into Arrow batches"},
+		"worker":    &roleCommand{m: m, roles: []role{roleWorker}, synopsis: "run a worker: predict batches with the engine or a gateway"},
+		"writer":    &roleCommand{m: m, roles: []role{roleWriter}, synopsis: "run the writer: append predictions and the task ledger"},
+		"gateway":   &roleCommand{m: m, roles: []role{roleGateway}, synopsis: "serve the hosted prediction API (POST /predict)"},
+		"trigger":   &triggerCommand{m: m},
+		"demo":      &demoCommand{m: m},
+	}
+}
+
+// Run dispatches args to a subcommand.
+func (m *Main) Run(ctx context.Context, args []string) error {
+	cmds := m.commands()
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		if len(args) > 1 {
+			if c, ok := cmds[args[1]]; ok {
+				return c.Run(ctx, []string{"-h"})
+			}
+		}
+		m.usage(cmds)
+		if len(args) == 0 {
+			return flag.ErrHelp
+		}
+		return nil
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		return fmt.Errorf("unknown command %q; run 'regressd help' for the list", args[0])
+	}
+	return c.Run(ctx, args[1:])
+}
+
+func (m *Main) usage(cmds map[string]command) {
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("regressd fills gaps in PostgreSQL time-series tables with an in-context regression model.\n\n")
+	b.WriteString("Usage:\n  regressd <command> [flags]\n\nCommands:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  %-10s %s\n", n, cmds[n].Synopsis())
+	}
+	b.WriteString("\nRun 'regressd <command> -h' for a command's flags.\n")
+	fmt.Fprint(m.Stdout, b.String())
+}

@@ -1,0 +1,233 @@
+package producer
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tsdb"
+)
+
+// Config configures a Producer.
+type Config struct {
+	// Concurrency is the number of jobs read at once. Default 2.
+	Concurrency int
+	Logger      *slog.Logger
+}
+
+// Producer turns jobs into batches.
+type Producer struct {
+	js  jetstream.JetStream
+	db  *tsdb.DB
+	obj jetstream.ObjectStore
+	cfg Config
+	log *slog.Logger
+}
+
+// New binds the context object store.
+func New(ctx context.Context, js jetstream.JetStream, db *tsdb.DB, cfg Config) (*Producer, error) {
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 2
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	obj, err := js.ObjectStore(ctx, schemas.StoreContext)
+	if err != nil {
+		return nil, fmt.Errorf("open context store: %w", err)
+	}
+	return &Producer{js: js, db: db, obj: obj, cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Run consumes jobs until ctx ends.
+func (p *Producer) Run(ctx context.Context) error {
+	return bus.Consume(ctx, p.js, bus.ConsumerConfig{
+		Stream: schemas.StreamJobs, Durable: "producer", Filter: schemas.SubjectJobs + ">",
+		AckWait: 60 * time.Second, MaxDeliver: 10,
+		BackOff:     []time.Duration{60 * time.Second, 2 * time.Minute, 5 * time.Minute},
+		Concurrency: p.cfg.Concurrency, Logger: p.log,
+	}, p.handle)
+}
+
+func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
+	var job schemas.Job
+	if err := json.Unmarshal(msg.Data(), &job); err != nil {
+		return bus.Permanent(fmt.Errorf("undecodable job: %w", err))
+	}
+	if job.Schema != schemas.Version || job.TaskID == "" {
+		return bus.Permanent(fmt.Errorf("job schema %q with task id %q is not one this producer reads", job.Schema, job.TaskID))
+	}
+	stop := bus.KeepAlive(msg, 15*time.Second)
+	defer stop()
+	if err := p.Plan(ctx, job); err != nil {
+		return err
+	}
+	return msg.DoubleAck(ctx)
+}
+
+// verdict is a task that ends in the producer.
+type verdict struct {
+	status string
+	code   int
+	msg    string
+}
+
+func (v *verdict) Error() string { return v.msg }
+
+// Plan runs the producer's part of one job and publishes its batches, or
+// its verdict when the task ends here. Errors returned are transient.
+func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
+	log := p.log.With("task_id", job.TaskID, "trigger", job.Trigger)
+	meta := schemas.TaskMeta{
+		TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement, Target: job.Args.Field,
+		Model: job.Args.Model, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
+		Origin: job.Origin, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
+	}
+	err := p.plan(ctx, job, &meta, log)
+	var v *verdict
+	if errors.As(err, &v) {
+		log.Info("task ends in the producer", "status", v.status, "reason", v.msg)
+		return p.publishVerdict(ctx, meta, v)
+	}
+	return err
+}
+
+func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.TaskMeta, log *slog.Logger) error {
+	a := job.Args
+	table, err := p.db.Describe(ctx, a.Measurement)
+	if errors.Is(err, tsdb.ErrNoTable) {
+		return &verdict{schemas.TaskFailed, http.StatusNotFound, fmt.Sprintf("measurement %q does not exist: create the table or fix the trigger's measurement argument", a.Measurement)}
+	}
+	if err != nil {
+		return err
+	}
+	if err := CheckSchema(table, a); err != nil {
+		return &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
+	}
+	meta.TagColumns = table.Tags()
+	q := tsdb.WindowQuery{Measurement: a.Measurement, Target: a.Field, Features: a.FeatureFields,
+		TagColumns: meta.TagColumns, Filter: a.Tags, Start: job.Start, End: job.End, Limit: a.MaxReadRows}
+	win, err := p.db.ReadWindow(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer win.Release()
+	w := newWindow(win.Record, len(meta.TagColumns), len(a.FeatureFields))
+	meta.ReadRows, meta.ReadTruncated = w.rows(), win.Truncated
+	if win.Truncated {
+		log.Warn("read cut by max_read_rows; the oldest rows of the window were not read", "max_read_rows", a.MaxReadRows)
+	}
+	series, err := w.series(meta.TagColumns)
+	if err != nil {
+		return &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
+	}
+	meta.Series = series
+	examples, queries := w.split()
+	if a.SkipExisting && len(queries) > 0 {
+		existing, err := p.db.ExistingTimes(ctx, tsdb.Series{Measurement: a.Measurement, Target: a.Field,
+			TagColumns: meta.TagColumns, Tags: series}, job.Start, job.End)
+		if err != nil {
+			return err
+		}
+		kept := queries[:0]
+		for _, i := range queries {
+			if _, ok := existing[int64(w.times.Value(i))]; !ok {
+				kept = append(kept, i)
+			}
+		}
+		meta.SkippedExists = len(queries) - len(kept)
+		queries = kept
+	}
+	if len(queries) > a.MaxPredictRows {
+		meta.DroppedQueries = len(queries) - a.MaxPredictRows
+		queries = newest(queries, a.MaxPredictRows)
+	}
+	examples = newest(examples, a.MaxTrainRows)
+	meta.ContextRows, meta.QueryRows = len(examples), len(queries)
+	switch {
+	case len(examples) < a.MinHistory:
+		return &verdict{schemas.TaskSkipped, http.StatusOK, fmt.Sprintf("%d rows with a target value in the window, fewer than min_history=%d: the model was not called", len(examples), a.MinHistory)}
+	case len(queries) == 0:
+		why := "no rows to predict in the window (no row has an empty target with every feature present)"
+		if meta.SkippedExists > 0 {
+			why = fmt.Sprintf("no rows to predict: all %d rows with an empty target already have a prediction (skip_existing=true)", meta.SkippedExists)
+		}
+		return &verdict{schemas.TaskSkipped, http.StatusOK, why}
+	}
+	ctxRec := w.contextRecord(a.FeatureFields, examples)
+	digest, err := p.putContext(ctx, ctxRec)
+	ctxRec.Release()
+	if err != nil {
+		return err
+	}
+	meta.ContextDigest = digest
+	meta.Batches = (len(queries) + a.PredictBatchSize - 1) / a.PredictBatchSize
+	log.Info("task planned", "context_rows", meta.ContextRows, "query_rows", meta.QueryRows, "batches", meta.Batches,
+		"skipped_existing", meta.SkippedExists, "read_rows", meta.ReadRows)
+	hdr, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	return w.queryBatches(a.FeatureFields, queries, a.PredictBatchSize, func(n int, rec arrow.RecordBatch) error {
+		body, err := schemas.EncodeRecord(rec)
+		if err != nil {
+			return err
+		}
+		m := &nats.Msg{Subject: schemas.SubjectBatches + schemas.SubjectToken(job.Trigger), Data: body, Header: nats.Header{}}
+		m.Header.Set(schemas.HeaderSchema, schemas.Version)
+		m.Header.Set(schemas.HeaderTask, string(hdr))
+		m.Header.Set(schemas.HeaderBatch, strconv.Itoa(n))
+		_, err = p.js.PublishMsg(ctx, m, jetstream.WithMsgID(job.TaskID+":"+strconv.Itoa(n)))
+		return err
+	})
+}
+
+// putContext stores the context once by content digest.
+func (p *Producer) putContext(ctx context.Context, rec arrow.RecordBatch) (string, error) {
+	body, err := schemas.EncodeRecord(rec)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(body)
+	digest := hex.EncodeToString(sum[:])
+	if _, err := p.obj.GetInfo(ctx, digest); err == nil {
+		return digest, nil
+	}
+	if _, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: digest}, bytes.NewReader(body)); err != nil {
+		return "", fmt.Errorf("store context: %w", err)
+	}
+	return digest, nil
+}
+
+// publishVerdict sends a task's final word to the writer as a result with no
+// batches.
+func (p *Producer) publishVerdict(ctx context.Context, meta schemas.TaskMeta, v *verdict) error {
+	meta.Batches = 0
+	hdr, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	m := &nats.Msg{Subject: schemas.SubjectResults + schemas.SubjectToken(meta.Trigger), Header: nats.Header{}}
+	m.Header.Set(schemas.HeaderSchema, schemas.Version)
+	m.Header.Set(schemas.HeaderTask, string(hdr))
+	m.Header.Set(schemas.HeaderBatch, "-1")
+	m.Header.Set(schemas.HeaderStatus, v.status)
+	m.Header.Set(schemas.HeaderMessage, v.msg)
+	m.Header.Set("Regressd-Code", strconv.Itoa(v.code))
+	_, err = p.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":verdict"))
+	return err
+}

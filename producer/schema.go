@@ -1,0 +1,58 @@
+package producer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tsdb"
+)
+
+// CheckSchema checks the table against the run's arguments before any row is
+// read: the columns exist, target and features are numeric, tag filters name
+// tag columns, and no source tag collides with the provenance tags. Every
+// problem names the column and the fix.
+func CheckSchema(t tsdb.Table, a schemas.RunArgs) error {
+	var errs []error
+	if c, ok := t.Column("time"); !ok || c.Kind != tsdb.KindTime {
+		errs = append(errs, fmt.Errorf("table %q has no timestamp column named \"time\" (timestamptz): add one or point the trigger at a time-series table", t.Name))
+	}
+	numeric := func(role, name string) {
+		c, ok := t.Column(name)
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s %q is not a column of %q (columns: %s)", role, name, t.Name, columnList(t)))
+		case c.Kind != tsdb.KindField:
+			errs = append(errs, fmt.Errorf("%s %q is of type %s, not numeric: encode it as a number first or choose a numeric column", role, name, c.DataType))
+		}
+	}
+	numeric("field", a.Field)
+	for _, f := range a.FeatureFields {
+		numeric("feature", f)
+	}
+	for k := range a.Tags {
+		c, ok := t.Column(k)
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("tag %q in tags is not a column of %q (tag columns: %s)", k, t.Name, strings.Join(t.Tags(), ", ")))
+		case c.Kind != tsdb.KindTag:
+			errs = append(errs, fmt.Errorf("tag %q in tags is a %s column, not a tag (text) column: filter on a tag column", k, c.DataType))
+		}
+	}
+	for _, tag := range t.Tags() {
+		if slices.Contains(tsdb.Reserved, tag) {
+			errs = append(errs, fmt.Errorf("source tag column %q collides with the provenance columns of %s (%s): rename it in the source table", tag, tsdb.RegressedName(t.Name), strings.Join(tsdb.Reserved, ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func columnList(t tsdb.Table) string {
+	names := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ", ")
+}

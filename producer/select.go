@@ -1,0 +1,184 @@
+package producer
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/regressd/regressd/schemas"
+)
+
+// window gives typed access to a record read by tsdb.ReadWindow.
+type window struct {
+	rec      arrow.RecordBatch
+	times    *array.Timestamp
+	tags     []*array.String
+	target   *array.Float64
+	features []*array.Float64
+}
+
+func newWindow(rec arrow.RecordBatch, nTags, nFeatures int) window {
+	w := window{rec: rec, times: rec.Column(0).(*array.Timestamp)}
+	for i := 0; i < nTags; i++ {
+		w.tags = append(w.tags, rec.Column(1+i).(*array.String))
+	}
+	w.target = rec.Column(1 + nTags).(*array.Float64)
+	for i := 0; i < nFeatures; i++ {
+		w.features = append(w.features, rec.Column(2+nTags+i).(*array.Float64))
+	}
+	return w
+}
+
+func (w window) rows() int { return int(w.rec.NumRows()) }
+
+// featuresPresent reports whether every feature of row i has a value.
+func (w window) featuresPresent(i int) bool {
+	for _, f := range w.features {
+		if f.IsNull(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// seriesKey is row i's tag combination; NULL tags are a value of their own.
+func (w window) seriesKey(i int, names []string) string {
+	var b strings.Builder
+	for j, t := range w.tags {
+		if j > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(names[j])
+		b.WriteByte('=')
+		if t.IsNull(i) {
+			b.WriteString("<null>")
+		} else {
+			b.WriteString(t.Value(i))
+		}
+	}
+	return b.String()
+}
+
+// series returns the single tag combination of the window, or an error
+// naming up to three of those found.
+func (w window) series(names []string) (map[string]string, error) {
+	if len(w.tags) == 0 || w.rows() == 0 {
+		return nil, nil
+	}
+	seen := map[string]int{}
+	var order []string
+	for i := 0; i < w.rows(); i++ {
+		k := w.seriesKey(i, names)
+		if _, ok := seen[k]; !ok {
+			seen[k] = i
+			order = append(order, k)
+		}
+	}
+	if len(order) > 1 {
+		shown := order[:min(3, len(order))]
+		return nil, fmt.Errorf("the window holds %d series (%s%s); a run fits one series: set tags to select one, e.g. tags=%s",
+			len(order), strings.Join(shown, "; "), map[bool]string{true: "; …", false: ""}[len(order) > 3], exampleTags(order[0]))
+	}
+	out := map[string]string{}
+	for j, t := range w.tags {
+		if !t.IsNull(0) {
+			out[names[j]] = t.Value(0)
+		}
+	}
+	return out, nil
+}
+
+func exampleTags(key string) string {
+	parts := strings.Split(key, ",")
+	for i, p := range parts {
+		parts[i] = strings.Replace(p, "=", ":", 1)
+	}
+	return strings.Join(parts, " ")
+}
+
+// split returns example rows (target and every feature present) and query
+// rows (target empty, every feature present), oldest first. Rows missing a
+// feature are neither.
+func (w window) split() (examples, queries []int) {
+	for i := 0; i < w.rows(); i++ {
+		if !w.featuresPresent(i) {
+			continue
+		}
+		if w.target.IsNull(i) {
+			queries = append(queries, i)
+		} else {
+			examples = append(examples, i)
+		}
+	}
+	return examples, queries
+}
+
+// newest keeps the last n indexes (the most recent rows).
+func newest(idx []int, n int) []int {
+	if len(idx) > n {
+		return idx[len(idx)-n:]
+	}
+	return idx
+}
+
+// contextRecord builds the context (features, target) from example rows.
+func (w window) contextRecord(features []string, rows []int) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schemas.ContextSchema(features))
+	defer b.Release()
+	for j, f := range w.features {
+		fb := b.Field(j).(*array.Float64Builder)
+		fb.Reserve(len(rows))
+		for _, i := range rows {
+			fb.UnsafeAppend(f.Value(i))
+		}
+	}
+	tb := b.Field(len(features)).(*array.Float64Builder)
+	tb.Reserve(len(rows))
+	for _, i := range rows {
+		tb.UnsafeAppend(w.target.Value(i))
+	}
+	return b.NewRecordBatch()
+}
+
+// queryBatches cuts query rows into records of at most size rows, reusing one
+// builder across batches.
+func (w window) queryBatches(features []string, rows []int, size int, emit func(n int, rec arrow.RecordBatch) error) error {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schemas.QuerySchema(features))
+	defer b.Release()
+	for n, lo := 0, 0; lo < len(rows); n, lo = n+1, lo+size {
+		part := rows[lo:min(lo+size, len(rows))]
+		tb := b.Field(0).(*array.TimestampBuilder)
+		tb.Reserve(len(part))
+		for _, i := range part {
+			tb.UnsafeAppend(w.times.Value(i))
+		}
+		for j, f := range w.features {
+			fb := b.Field(1 + j).(*array.Float64Builder)
+			fb.Reserve(len(part))
+			for _, i := range part {
+				fb.UnsafeAppend(f.Value(i))
+			}
+		}
+		rec := b.NewRecordBatch()
+		err := emit(n, rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortedKeys is used for stable log output.
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,134 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// createRequest is the body of POST /api/v3/configure/processing_engine_trigger,
+// shaped like InfluxDB 3's: trigger_arguments may be the comma-separated
+// string or an object of strings.
+type createRequest struct {
+	DB       string          `json:"db"`
+	Name     string          `json:"trigger_name"`
+	Spec     string          `json:"trigger_specification"`
+	Args     json.RawMessage `json:"trigger_arguments"`
+	Disabled bool            `json:"disabled"`
+	Plugin   string          `json:"plugin_filename"`
+}
+
+func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+		return
+	}
+	var req createRequest
+	dec := json.NewDecoder(bytesReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "body: "+err.Error())
+		return
+	}
+	args := map[string]string{}
+	if len(req.Args) > 0 && string(req.Args) != "null" {
+		var str string
+		if json.Unmarshal(req.Args, &str) == nil {
+			if args, err = SplitArgs(str); err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+		} else if err := json.Unmarshal(req.Args, &args); err != nil {
+			writeError(w, http.StatusBadRequest, "trigger_arguments must be a \"k=v,k2=v2\" string or an object of strings")
+			return
+		}
+	}
+	t := Trigger{Name: req.Name, Spec: req.Spec, Args: args, Disabled: req.Disabled}
+	if err := t.Validate(s.cfg.Models); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := s.store.Create(r.Context(), t); err != nil {
+		if errors.Is(err, ErrTriggerExists) {
+			writeError(w, http.StatusConflict, err.Error()+"; delete it first or pick another name")
+			return
+		}
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	t, _ = s.store.Get(r.Context(), t.Name)
+	writeJSON(w, http.StatusCreated, t)
+}
+
+func (s *Scheduler) handleList(w http.ResponseWriter, r *http.Request) {
+	if name := r.URL.Query().Get("trigger_name"); name != "" {
+		r.SetPathValue("name", name)
+		s.handleShow(w, r)
+		return
+	}
+	ts, err := s.store.List(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if ts == nil {
+		ts = []Trigger{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"triggers": ts})
+}
+
+func (s *Scheduler) handleShow(w http.ResponseWriter, r *http.Request) {
+	t, err := s.store.Get(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeStoreError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (s *Scheduler) handleDelete(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if name == "" {
+		name = r.URL.Query().Get("trigger_name")
+	}
+	if name == "" {
+		writeError(w, http.StatusBadRequest, "trigger_name is required")
+		return
+	}
+	if err := s.store.Delete(r.Context(), name); err != nil {
+		writeStoreError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": name})
+}
+
+func (s *Scheduler) handleEnable(disabled bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Query().Get("trigger_name")
+		if name == "" {
+			writeError(w, http.StatusBadRequest, "trigger_name is required")
+			return
+		}
+		t, err := s.store.SetDisabled(r.Context(), name, disabled)
+		if err != nil {
+			writeStoreError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, t)
+	}
+}
+
+func writeStoreError(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrTriggerNotFound) {
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	}
+	writeError(w, http.StatusInternalServerError, fmt.Sprint(err))
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

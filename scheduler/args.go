@@ -1,0 +1,289 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/regressd/regressd/schemas"
+)
+
+// Argument keys and their defaults. The seed's keys come first, then ours.
+var argDefaults = map[string]string{
+	"tags":               "",
+	"window":             "30d",
+	"min_history":        "50",
+	"max_train_rows":     "1000",
+	"skip_existing":      "true",
+	"predict_batch_size": "1000",
+	"request_timeout":    "300s",
+	"max_predict_rows":   "5000",
+	"max_read_rows":      "50000",
+	"max_retries":        "3",
+}
+
+var requiredArgs = []string{"measurement", "field", "feature_fields", "model"}
+
+// retiredArgs are refused by name with the reason, never silently ignored.
+var retiredArgs = map[string]string{
+	"api_key":         "keys are never accepted in trigger arguments (they are logged); send X-Service-Api-Key or set SERVICE_API_KEY in the server's environment",
+	"service_api_key": "keys are never accepted in trigger arguments (they are logged); send X-Service-Api-Key or set SERVICE_API_KEY in the server's environment",
+	"batch_size":      "renamed predict_batch_size",
+}
+
+// ValidArgs lists every accepted argument key, sorted.
+func ValidArgs() []string {
+	keys := append([]string(nil), requiredArgs...)
+	for k := range argDefaults {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ModelCheck reports whether a model slug can be served: built in, or
+// routable to a gateway. nil accepts any well-formed slug.
+type ModelCheck func(slug string) error
+
+// SplitArgs splits the seed's comma-separated key=value form into a map,
+// reporting malformed pieces and duplicate keys, all at once.
+func SplitArgs(s string) (map[string]string, error) {
+	out := map[string]string{}
+	var errs []error
+	for _, piece := range strings.Split(s, ",") {
+		piece = strings.TrimSpace(piece)
+		if piece == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(piece, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" {
+			errs = append(errs, fmt.Errorf("argument %q is not key=value", piece))
+			continue
+		}
+		if _, dup := out[k]; dup {
+			errs = append(errs, fmt.Errorf("argument %q given twice", k))
+			continue
+		}
+		out[k] = v
+	}
+	return out, errors.Join(errs...)
+}
+
+// FormatArgs writes arguments back in the comma-separated form, keys sorted.
+func FormatArgs(args map[string]string) string {
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + args[k]
+	}
+	return strings.Join(parts, ",")
+}
+
+// CheckKeys reports unknown and retired keys.
+func CheckKeys(args map[string]string) error {
+	var errs []error
+	valid := map[string]bool{}
+	for _, k := range ValidArgs() {
+		valid[k] = true
+	}
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if why, ok := retiredArgs[k]; ok {
+			errs = append(errs, fmt.Errorf("argument %q is not accepted: %s", k, why))
+		} else if !valid[k] {
+			errs = append(errs, fmt.Errorf("unknown argument %q (valid: %s)", k, strings.Join(ValidArgs(), ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ResolveArgs validates arguments and fills defaults. With partial set,
+// missing required keys are allowed (a request trigger may leave them to the
+// request body); everything present is still checked. All problems are
+// reported at once.
+func ResolveArgs(args map[string]string, partial bool, models ModelCheck) (schemas.RunArgs, error) {
+	var errs []error
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	add(CheckKeys(args))
+	get := func(k string) string {
+		if v, ok := args[k]; ok {
+			return v
+		}
+		return argDefaults[k]
+	}
+	var r schemas.RunArgs
+	for _, k := range requiredArgs {
+		if strings.TrimSpace(args[k]) == "" && !partial {
+			errs = append(errs, fmt.Errorf("argument %q is required", k))
+		}
+	}
+	r.Measurement = strings.TrimSpace(args["measurement"])
+	r.Field = strings.TrimSpace(args["field"])
+	r.Model = strings.TrimSpace(args["model"])
+	if r.Measurement != "" {
+		add(checkIdent("measurement", r.Measurement))
+		if n := len(r.Measurement) + len("_regressed"); n > 63 {
+			errs = append(errs, fmt.Errorf("measurement %q is too long: %q would pass PostgreSQL's 63-byte identifier limit", r.Measurement, r.Measurement+"_regressed"))
+		}
+	}
+	if r.Field != "" {
+		add(checkIdent("field", r.Field))
+		if r.Field == "time" {
+			errs = append(errs, errors.New(`field "time" is the timestamp column, not a field`))
+		}
+	}
+	if f := args["feature_fields"]; strings.TrimSpace(f) != "" {
+		r.FeatureFields, errs = parseFeatures(f, r.Field, errs)
+	}
+	if r.Model != "" {
+		if err := checkModelSlug(r.Model); err != nil {
+			errs = append(errs, err)
+		} else if models != nil {
+			add(models(r.Model))
+		}
+	}
+	var err error
+	if r.Tags, err = ParseTags(get("tags")); err != nil {
+		errs = append(errs, err)
+	}
+	if r.Window, err = schemas.ParseDuration(get("window")); err != nil {
+		errs = append(errs, fmt.Errorf("window: %w", err))
+	}
+	if r.RequestTimeout, err = schemas.ParseDuration(get("request_timeout")); err != nil {
+		errs = append(errs, fmt.Errorf("request_timeout: %w", err))
+	}
+	if r.SkipExisting, err = parseBool(get("skip_existing")); err != nil {
+		errs = append(errs, fmt.Errorf("skip_existing: %w", err))
+	}
+	ints := []struct {
+		key string
+		dst *int
+	}{
+		{"min_history", &r.MinHistory}, {"max_train_rows", &r.MaxTrainRows},
+		{"predict_batch_size", &r.PredictBatchSize}, {"max_predict_rows", &r.MaxPredictRows},
+		{"max_read_rows", &r.MaxReadRows}, {"max_retries", &r.MaxRetries},
+	}
+	for _, it := range ints {
+		n, err := strconv.Atoi(strings.TrimSpace(get(it.key)))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %q is not a whole number", it.key, get(it.key)))
+		case n < 1:
+			errs = append(errs, fmt.Errorf("%s: must be at least 1, got %d", it.key, n))
+		default:
+			*it.dst = n
+		}
+	}
+	if r.MinHistory > 0 && r.MaxTrainRows > 0 && r.MinHistory > r.MaxTrainRows {
+		errs = append(errs, fmt.Errorf("min_history (%d) must not exceed max_train_rows (%d): the model would never be called", r.MinHistory, r.MaxTrainRows))
+	}
+	return r, errors.Join(errs...)
+}
+
+func parseFeatures(s, target string, errs []error) ([]string, []error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range strings.Fields(s) {
+		if seen[f] {
+			continue // de-duplicated, order kept
+		}
+		seen[f] = true
+		switch {
+		case f == target:
+			errs = append(errs, fmt.Errorf("feature_fields contains the target %q: a column cannot predict itself", f))
+		case f == "time":
+			errs = append(errs, errors.New(`feature_fields contains "time": the timestamp is not a feature`))
+		case f == schemas.ColTarget:
+			errs = append(errs, fmt.Errorf("feature %q: reserved name", f))
+		default:
+			if err := checkIdent("feature", f); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			out = append(out, f)
+		}
+	}
+	return out, errs
+}
+
+// ParseTags parses "k:v k2:v2".
+func ParseTags(s string) (map[string]string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	var errs []error
+	for _, kv := range strings.Fields(s) {
+		k, v, ok := strings.Cut(kv, ":")
+		switch {
+		case !ok || k == "":
+			errs = append(errs, fmt.Errorf("tags: %q is not tag_key:tag_value", kv))
+		case out[k] != "":
+			errs = append(errs, fmt.Errorf("tags: key %q given twice", k))
+		default:
+			out[k] = v
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// FormatTags writes tags back as "k:v k2:v2", keys sorted.
+func FormatTags(tags map[string]string) string {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + ":" + tags[k]
+	}
+	return strings.Join(parts, " ")
+}
+
+func parseBool(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is not true or false", s)
+}
+
+// checkIdent refuses names PostgreSQL cannot hold; anything else is quoted
+// wherever it is used, so quotes, semicolons and unicode are safe.
+func checkIdent(what, name string) error {
+	switch {
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("%s %q contains a NUL byte", what, name)
+	case len(name) > 63:
+		return fmt.Errorf("%s %q is longer than PostgreSQL's 63-byte identifier limit", what, name)
+	}
+	return nil
+}
+
+// checkModelSlug checks the shape <vendor>/<name>.
+func checkModelSlug(s string) error {
+	vendor, name, ok := strings.Cut(s, "/")
+	if !ok || vendor == "" || name == "" || strings.ContainsAny(s, " \t,") || strings.Count(s, "/") != 1 {
+		return fmt.Errorf("model %q is not a slug of the form <vendor>/<model> (run 'regressd models' for the built-in ones)", s)
+	}
+	return nil
+}

@@ -1,0 +1,320 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/regressd/regressd/schemas"
+)
+
+// Body limits.
+const (
+	MaxEngineBody = 10 << 20 // bytes; larger engine requests get 413
+	maxAdminBody  = 1 << 20
+)
+
+// HeaderServiceKey carries the model-service key on the engine endpoint.
+const HeaderServiceKey = "X-Service-Api-Key"
+
+// bodyKeys are the keys an engine request body may set.
+var bodyKeys = map[string]bool{
+	"measurement": true, "field": true, "feature_fields": true, "tags": true, "window": true,
+	"start_time": true, "end_time": true, "dry_run": true,
+}
+
+// Routes registers the engine endpoint and the admin API on mux.
+func (s *Scheduler) Routes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v3/engine/{trigger}", s.auth(s.handleEngine))
+	mux.HandleFunc("GET /api/v3/engine/{trigger}/tasks/{task}", s.auth(s.handleTask))
+	const base = "/api/v3/configure/processing_engine_trigger"
+	mux.HandleFunc("GET "+base, s.auth(s.handleList))
+	mux.HandleFunc("POST "+base, s.auth(s.handleCreate))
+	mux.HandleFunc("DELETE "+base, s.auth(s.handleDelete))
+	mux.HandleFunc("GET "+base+"/{name}", s.auth(s.handleShow))
+	mux.HandleFunc("DELETE "+base+"/{name}", s.auth(s.handleDelete))
+	mux.HandleFunc("POST "+base+"/enable", s.auth(s.handleEnable(false)))
+	mux.HandleFunc("POST "+base+"/disable", s.auth(s.handleEnable(true)))
+}
+
+// auth enforces regressd's own request authorization when tokens are set.
+func (s *Scheduler) auth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if len(s.cfg.AuthTokens) == 0 {
+			h(w, r)
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if ok {
+			for _, want := range s.cfg.AuthTokens {
+				if subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
+					h(w, r)
+					return
+				}
+			}
+		}
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"status": "failed", "message": "regressd request authorization required: send Authorization: Bearer <token>"})
+	}
+}
+
+func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	t, err := s.store.FindRequest(ctx, r.PathValue("trigger"))
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, ErrTriggerNotFound) {
+			status = http.StatusNotFound
+		}
+		writeFailed(w, status, "", err.Error())
+		return
+	}
+	if t.Disabled {
+		writeFailed(w, http.StatusConflict, "", fmt.Sprintf("trigger %q is disabled; enable it with 'regressd trigger enable %s'", t.Name, t.Name))
+		return
+	}
+	key := r.Header.Get(HeaderServiceKey)
+	if key == "" {
+		msg := "missing " + HeaderServiceKey + " header: send the model-service key in it"
+		if r.Header.Get("Authorization") != "" {
+			msg += " (the Authorization header is regressd's own request authorization and never reaches the model service)"
+		}
+		writeFailed(w, http.StatusUnauthorized, "", msg)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxEngineBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeFailed(w, http.StatusRequestEntityTooLarge, "", fmt.Sprintf("request body over %d bytes", MaxEngineBody))
+			return
+		}
+		writeFailed(w, http.StatusBadRequest, "", "read body: "+err.Error())
+		return
+	}
+	req, err := ParseEngineBody(body, t.Args)
+	if err != nil {
+		writeFailed(w, http.StatusBadRequest, "", err.Error())
+		return
+	}
+	args, err := ResolveArgs(req.Args, false, s.cfg.Models)
+	if err != nil {
+		writeFailed(w, http.StatusBadRequest, "", err.Error())
+		return
+	}
+	start, end, err := ResolveWindow(req.Start, req.End, time.Duration(args.Window), time.Now())
+	if err != nil {
+		writeFailed(w, http.StatusBadRequest, "", err.Error())
+		return
+	}
+	taskID, err := s.submit(ctx, t.Name, args, start, end, req.DryRun, "webhook", key)
+	if err != nil {
+		s.log.Error("publish job", "trigger", t.Name, "err", err)
+		writeFailed(w, http.StatusServiceUnavailable, taskID, "could not queue the run; see the server log")
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	defer cancel()
+	sum, err := s.pub.Wait(wctx, taskID)
+	if err != nil {
+		writeJSON(w, http.StatusAccepted, map[string]any{"status": schemas.StatusRunning, "task_id": taskID,
+			"result":  map[string]any{"status": schemas.StatusRunning, "written": sum.Written},
+			"message": "still running; poll GET /api/v3/engine/" + t.Name + "/tasks/" + taskID})
+		return
+	}
+	writeSummary(w, sum)
+}
+
+func (s *Scheduler) handleTask(w http.ResponseWriter, r *http.Request) {
+	sum, ok, err := s.pub.Task(r.Context(), r.PathValue("task"))
+	switch {
+	case err != nil:
+		writeFailed(w, http.StatusInternalServerError, "", err.Error())
+	case !ok || sum.Trigger != r.PathValue("trigger"):
+		writeFailed(w, http.StatusNotFound, r.PathValue("task"), "no such task for this trigger")
+	default:
+		writeJSON(w, http.StatusOK, sum)
+	}
+}
+
+// writeSummary answers an engine call from a task's final summary.
+func writeSummary(w http.ResponseWriter, sum schemas.TaskSummary) {
+	if sum.Status == schemas.StatusFailed {
+		code := sum.Code
+		if code < 400 {
+			code = http.StatusInternalServerError
+		}
+		writeFailed(w, code, sum.TaskID, sum.Message)
+		return
+	}
+	result := map[string]any{
+		"status": sum.Status, "written": sum.Written, "context_rows": sum.ContextRows,
+		"query_rows": sum.QueryRows, "read_rows": sum.ReadRows, "window_start": sum.Start, "window_end": sum.End,
+	}
+	if sum.Message != "" {
+		result["message"] = sum.Message
+	}
+	if sum.Status == schemas.StatusPartial {
+		result["remaining"] = sum.Remaining
+	}
+	if sum.ReadTruncated {
+		result["read_truncated"] = true
+	}
+	if sum.SkippedExisting > 0 {
+		result["skipped_existing"] = sum.SkippedExisting
+	}
+	if sum.Status == schemas.StatusDryRun {
+		preds := sum.Predictions
+		if preds == nil {
+			preds = []schemas.Prediction{}
+		}
+		result["predictions"] = preds
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "success", "task_id": sum.TaskID, "result": result})
+}
+
+// EngineRequest is a parsed engine request body merged with trigger arguments.
+type EngineRequest struct {
+	Args       map[string]string
+	Start, End *time.Time
+	DryRun     bool
+}
+
+// ParseEngineBody parses an engine request body. Keys the trigger's
+// arguments pin may not be overridden; JSON null means "use the default".
+func ParseEngineBody(body []byte, triggerArgs map[string]string) (EngineRequest, error) {
+	req := EngineRequest{Args: map[string]string{}}
+	for k, v := range triggerArgs {
+		req.Args[k] = v
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return req, nil
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return req, fmt.Errorf("body must be a JSON object: %v", err)
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		v := raw[k]
+		if !bodyKeys[k] {
+			if _, retired := retiredArgs[k]; retired {
+				errs = append(errs, fmt.Errorf("body key %q is not accepted: %s", k, retiredArgs[k]))
+			} else {
+				errs = append(errs, fmt.Errorf("unknown body key %q (allowed: dry_run, end_time, feature_fields, field, measurement, start_time, tags, window)", k))
+			}
+			continue
+		}
+		if string(v) == "null" {
+			continue
+		}
+		switch k {
+		case "start_time", "end_time":
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				errs = append(errs, fmt.Errorf("%s must be an ISO 8601 string", k))
+				continue
+			}
+			t, err := parseTime(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %v", k, err))
+				continue
+			}
+			if k == "start_time" {
+				req.Start = &t
+			} else {
+				req.End = &t
+			}
+		case "dry_run":
+			if err := json.Unmarshal(v, &req.DryRun); err != nil {
+				errs = append(errs, errors.New("dry_run must be true or false"))
+			}
+		default:
+			if pinned, ok := triggerArgs[k]; ok && strings.TrimSpace(pinned) != "" {
+				errs = append(errs, fmt.Errorf("%s is set by the trigger's arguments and cannot be overridden by the request", k))
+				continue
+			}
+			s, err := bodyString(k, v)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			req.Args[k] = s
+		}
+	}
+	return req, errors.Join(errs...)
+}
+
+// bodyString turns a body value into the argument string form: lists may be
+// JSON arrays, tags a JSON object.
+func bodyString(k string, v json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(v, &s); err == nil {
+		return s, nil
+	}
+	switch k {
+	case "feature_fields":
+		var list []string
+		if err := json.Unmarshal(v, &list); err == nil {
+			for _, f := range list {
+				if strings.ContainsAny(f, " \t") {
+					return "", fmt.Errorf("feature_fields: %q holds white space", f)
+				}
+			}
+			return strings.Join(list, " "), nil
+		}
+		return "", errors.New("feature_fields must be a string of space-separated names or an array of strings")
+	case "tags":
+		var m map[string]string
+		if err := json.Unmarshal(v, &m); err == nil {
+			for tk, tv := range m {
+				if strings.ContainsAny(tk+tv, " \t") || strings.Contains(tk, ":") {
+					return "", fmt.Errorf("tags: %q:%q holds white space or ':'", tk, tv)
+				}
+			}
+			return FormatTags(m), nil
+		}
+		return "", errors.New(`tags must be "k:v k2:v2" or an object of strings`)
+	}
+	return "", fmt.Errorf("%s must be a string", k)
+}
+
+func parseTime(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not an ISO 8601 timestamp (e.g. 2026-01-02T15:04:05Z)", s)
+}
+
+func writeFailed(w http.ResponseWriter, status int, taskID, msg string) {
+	body := map[string]any{"status": schemas.StatusFailed, "message": msg}
+	if taskID != "" {
+		body["task_id"] = taskID
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// logger for a task: every line carries the task id.
+func (s *Scheduler) taskLog(taskID string) *slog.Logger { return s.log.With("task_id", taskID) }

@@ -1,0 +1,199 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/robfig/cron/v3"
+
+	"github.com/regressd/regressd/schemas"
+)
+
+// Config configures a Scheduler.
+type Config struct {
+	// ServiceKey is the model-service key for scheduled runs, from
+	// SERVICE_API_KEY in the server's environment. Never from arguments.
+	ServiceKey string
+	// AuthTokens enable regressd's own request authorization (Bearer).
+	AuthTokens []string
+	// Models checks model slugs; nil accepts any well-formed slug.
+	Models ModelCheck
+	// Sealer seals the service key for the bus. Required.
+	Sealer *schemas.Sealer
+	// KeyTTL is how long a sealed key opens. Default 1h.
+	KeyTTL time.Duration
+	// WaitTimeout bounds how long an engine call waits for its task before
+	// answering 202 with the task id. Default 10 minutes.
+	WaitTimeout time.Duration
+	// Schedules turns on cron and every: triggers. Default true in New.
+	Schedules bool
+	Logger    *slog.Logger
+}
+
+// Scheduler serves the engine endpoint and the admin API and fires schedules.
+type Scheduler struct {
+	cfg   Config
+	store *Store
+	pub   *Publisher
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	entries map[string]*scheduled // by trigger name
+
+	// Counters for /metrics.
+	TicksFired   atomic.Int64
+	TicksSkipped atomic.Int64
+}
+
+type scheduled struct {
+	id      cron.EntryID
+	running atomic.Pointer[string] // task id of the run under way
+}
+
+// New binds the trigger bucket, the task bucket and the jobs stream.
+func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Scheduler, error) {
+	if cfg.Sealer == nil {
+		return nil, errors.New("scheduler: no sealer")
+	}
+	if cfg.KeyTTL == 0 {
+		cfg.KeyTTL = time.Hour
+	}
+	if cfg.WaitTimeout == 0 {
+		cfg.WaitTimeout = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	store, err := OpenStore(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := NewPublisher(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	return &Scheduler{cfg: cfg, store: store, pub: pub, log: cfg.Logger, entries: map[string]*scheduled{}}, nil
+}
+
+// Store is the trigger registry.
+func (s *Scheduler) Store() *Store { return s.store }
+
+// Publisher publishes jobs and reads task summaries.
+func (s *Scheduler) Publisher() *Publisher { return s.pub }
+
+// submit seals the key and publishes a job.
+func (s *Scheduler) submit(ctx context.Context, trigger string, args schemas.RunArgs, start, end time.Time, dryRun bool, origin, key string) (string, error) {
+	sealed, err := s.cfg.Sealer.Seal(key, s.cfg.KeyTTL)
+	if err != nil {
+		return "", fmt.Errorf("seal key: %w", err)
+	}
+	job := schemas.Job{Trigger: trigger, Args: args, Start: start, End: end, DryRun: dryRun,
+		Origin: origin, SealedKey: sealed, Requested: time.Now().UTC()}
+	taskID, dup, err := s.pub.Publish(ctx, job, "")
+	if err != nil {
+		return "", err
+	}
+	s.taskLog(taskID).Info("job queued", "trigger", trigger, "origin", origin, "window_start", start, "window_end", end, "dry_run", dryRun, "duplicate", dup)
+	return taskID, nil
+}
+
+// Run fires scheduled triggers until ctx ends, following changes to the
+// trigger bucket as they happen.
+func (s *Scheduler) Run(ctx context.Context) error {
+	c := cron.New(cron.WithLocation(time.UTC), cron.WithParser(cronParser))
+	c.Start()
+	defer func() { <-c.Stop().Done() }()
+	w, err := s.store.Watch(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("trigger watcher closed")
+			}
+			if e == nil {
+				continue // initial values delivered
+			}
+			s.apply(ctx, c, e)
+		}
+	}
+}
+
+func (s *Scheduler) apply(ctx context.Context, c *cron.Cron, e jetstream.KeyValueEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name := e.Key()
+	if old, ok := s.entries[name]; ok {
+		c.Remove(old.id)
+		delete(s.entries, name)
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	var t Trigger
+	if err := json.Unmarshal(e.Value(), &t); err != nil || t.Disabled {
+		return
+	}
+	ps, err := ParseSpec(t.Spec)
+	if err != nil || ps.Kind == SpecRequest {
+		return
+	}
+	args, err := ResolveArgs(t.Args, false, s.cfg.Models)
+	if err != nil {
+		s.log.Warn("scheduled trigger has invalid arguments; not scheduled", "trigger", t.Name, "err", err)
+		return
+	}
+	ent := &scheduled{}
+	ent.id = c.Schedule(ps.Schedule, cron.FuncJob(func() { s.fire(ctx, t.Name, args, fireTime(c, ent.id, ps), &ent.running) }))
+	s.entries[name] = ent
+	s.log.Info("trigger scheduled", "trigger", t.Name, "spec", t.Spec)
+}
+
+// fire publishes one scheduled run. A run still under way when the next tick
+// comes makes that tick a skip, counted.
+func (s *Scheduler) fire(ctx context.Context, name string, args schemas.RunArgs, fireTime time.Time, running *atomic.Pointer[string]) {
+	if prev := running.Load(); prev != nil {
+		if sum, ok, err := s.pub.Task(ctx, *prev); err == nil && (!ok || !sum.Done()) {
+			s.TicksSkipped.Add(1)
+			s.log.Info("tick skipped: previous run still in progress", "trigger", name, "task_id", *prev)
+			return
+		}
+	}
+	s.TicksFired.Add(1)
+	start, end, _ := ResolveWindow(nil, nil, time.Duration(args.Window), fireTime)
+	taskID, err := s.submit(ctx, name, args, start, end, false, "schedule", s.cfg.ServiceKey)
+	if err != nil {
+		s.log.Error("scheduled run not queued", "trigger", name, "err", err)
+		return
+	}
+	running.Store(&taskID)
+}
+
+// fireTime is the scheduled time of the tick being run, so that two
+// schedulers firing the same tick publish the same window (and dedupe):
+// every:D ticks align to multiples of D since the epoch.
+func fireTime(c *cron.Cron, id cron.EntryID, ps ParsedSpec) time.Time {
+	now := time.Now().UTC()
+	if every, ok := ps.Schedule.(cron.ConstantDelaySchedule); ok {
+		return now.Truncate(every.Delay)
+	}
+	if prev := c.Entry(id).Prev; !prev.IsZero() {
+		return prev.UTC().Truncate(time.Second)
+	}
+	return now.Truncate(time.Second)
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

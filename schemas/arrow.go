@@ -1,0 +1,96 @@
+package schemas
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Arrow column names used on the bus.
+const (
+	ColTime  = "time"
+	ColValue = "value"
+	// ColTarget is the target column of a context record. Feature columns keep
+	// their source names; a feature named like this is refused by validation.
+	ColTarget = "__target"
+)
+
+// TimeType is the Arrow type of every time column: microseconds, UTC, as
+// PostgreSQL stores timestamptz.
+var TimeType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+
+// QuerySchema is the schema of a batch of query rows: time, then features.
+func QuerySchema(features []string) *arrow.Schema {
+	fs := make([]arrow.Field, 0, len(features)+1)
+	fs = append(fs, arrow.Field{Name: ColTime, Type: TimeType})
+	for _, f := range features {
+		fs = append(fs, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float64})
+	}
+	return arrow.NewSchema(fs, nil)
+}
+
+// ContextSchema is the schema of a task's context: features, then the target.
+func ContextSchema(features []string) *arrow.Schema {
+	fs := make([]arrow.Field, 0, len(features)+1)
+	for _, f := range features {
+		fs = append(fs, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float64})
+	}
+	fs = append(fs, arrow.Field{Name: ColTarget, Type: arrow.PrimitiveTypes.Float64})
+	return arrow.NewSchema(fs, nil)
+}
+
+// ResultSchema is the schema of a batch of predictions. A null value means the
+// model gave no prediction for that row; it is not written.
+var ResultSchema = arrow.NewSchema([]arrow.Field{
+	{Name: ColTime, Type: TimeType},
+	{Name: ColValue, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+}, nil)
+
+// EncodeRecord writes one record as a ZSTD-compressed Arrow IPC stream.
+func EncodeRecord(rec arrow.RecordBatch) ([]byte, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()), ipc.WithZstd(), ipc.WithAllocator(memory.DefaultAllocator))
+	if err := w.Write(rec); err != nil {
+		return nil, fmt.Errorf("encode arrow: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encode arrow: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// DecodeRecord reads the single record of an Arrow IPC stream and checks that
+// its schema is want (when want is not nil). The caller releases the record.
+func DecodeRecord(b []byte, want *arrow.Schema) (rec arrow.RecordBatch, err error) {
+	defer func() {
+		// The IPC reader panics on some malformed inputs; a bad message is a
+		// permanent error for the caller, never a crash.
+		if p := recover(); p != nil {
+			rec, err = nil, fmt.Errorf("decode arrow: malformed stream: %v", p)
+		}
+	}()
+	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return nil, fmt.Errorf("decode arrow: %w", err)
+	}
+	defer r.Release()
+	if want != nil && !r.Schema().Equal(want) {
+		return nil, fmt.Errorf("decode arrow: schema %s, want %s", r.Schema(), want)
+	}
+	if !r.Next() {
+		if err := r.Err(); err != nil {
+			return nil, fmt.Errorf("decode arrow: %w", err)
+		}
+		return nil, fmt.Errorf("decode arrow: no record")
+	}
+	rec = r.RecordBatch()
+	rec.Retain()
+	if r.Next() {
+		rec.Release()
+		return nil, fmt.Errorf("decode arrow: more than one record")
+	}
+	return rec, nil
+}

@@ -1,0 +1,131 @@
+package schemas
+
+import (
+	"time"
+)
+
+// RunArgs are a trigger's arguments after parsing and defaulting: everything
+// the producer needs to run a task. Durations are in the units their names say.
+type RunArgs struct {
+	Measurement      string            `json:"measurement"`
+	Field            string            `json:"field"`
+	FeatureFields    []string          `json:"feature_fields"`
+	Model            string            `json:"model"`
+	Tags             map[string]string `json:"tags,omitempty"`
+	Window           Duration          `json:"window"`
+	MinHistory       int               `json:"min_history"`
+	MaxTrainRows     int               `json:"max_train_rows"`
+	SkipExisting     bool              `json:"skip_existing"`
+	PredictBatchSize int               `json:"predict_batch_size"`
+	RequestTimeout   Duration          `json:"request_timeout"`
+	MaxPredictRows   int               `json:"max_predict_rows"`
+	MaxReadRows      int               `json:"max_read_rows"`
+	MaxRetries       int               `json:"max_retries"`
+}
+
+// Job asks the producer to run one task: one trigger over one window.
+type Job struct {
+	Schema  string    `json:"schema"`
+	TaskID  string    `json:"task_id"`
+	Trigger string    `json:"trigger"`
+	Args    RunArgs   `json:"args"`
+	Start   time.Time `json:"start"`
+	End     time.Time `json:"end"`
+	DryRun  bool      `json:"dry_run,omitempty"`
+	// Origin says what started the run: "webhook", "schedule" or "replay".
+	Origin string `json:"origin"`
+	// SealedKey is the model-service key sealed for the workers (never plain).
+	SealedKey string    `json:"sealed_key,omitempty"`
+	Requested time.Time `json:"requested"`
+}
+
+// TaskMeta travels in the HeaderTask header of every batch and result of a
+// task, so each role can act on a message alone.
+type TaskMeta struct {
+	TaskID      string            `json:"task_id"`
+	Trigger     string            `json:"trigger"`
+	Measurement string            `json:"measurement"`
+	Target      string            `json:"target"`
+	Model       string            `json:"model"`
+	Features    []string          `json:"features"`
+	TagColumns  []string          `json:"tag_columns,omitempty"`
+	Series      map[string]string `json:"series,omitempty"`
+	Start       time.Time         `json:"start"`
+	End         time.Time         `json:"end"`
+	DryRun      bool              `json:"dry_run,omitempty"`
+	Origin      string            `json:"origin,omitempty"`
+
+	// Batches is the number of query batches of the task; 0 when the task ended
+	// in the producer (skipped or failed before any model call).
+	Batches        int    `json:"batches"`
+	ContextDigest  string `json:"context_digest,omitempty"`
+	ContextRows    int    `json:"context_rows"`
+	QueryRows      int    `json:"query_rows"`
+	ReadRows       int    `json:"read_rows"`
+	ReadTruncated  bool   `json:"read_truncated,omitempty"`
+	SkippedExists  int    `json:"skipped_existing,omitempty"`
+	DroppedQueries int    `json:"dropped_queries,omitempty"`
+
+	MaxRetries     int      `json:"max_retries"`
+	RequestTimeout Duration `json:"request_timeout"`
+	SealedKey      string   `json:"sealed_key,omitempty"`
+}
+
+// Batch and result status values (HeaderStatus).
+const (
+	HeaderStatus  = "Regressd-Status"
+	HeaderMessage = "Regressd-Message"
+
+	BatchOK     = "ok"
+	BatchFailed = "failed"
+	// TaskSkipped and TaskFailed are producer verdicts carried by a result with
+	// no batches.
+	TaskSkipped = "skipped"
+	TaskFailed  = "failed"
+)
+
+// Task statuses, as the engine endpoint reports them.
+const (
+	StatusRunning = "running"
+	StatusSuccess = "success"
+	StatusPartial = "partial"
+	StatusSkipped = "skipped"
+	StatusDryRun  = "dry_run"
+	StatusFailed  = "failed"
+)
+
+// Prediction is one predicted row, as a dry run returns it.
+type Prediction struct {
+	Time  time.Time `json:"time"`
+	Value float64   `json:"value"`
+}
+
+// TaskSummary is a task's state in the regress_tasks bucket, written by the
+// writer after every committed result; the engine endpoint answers from it.
+type TaskSummary struct {
+	TaskID  string `json:"task_id"`
+	Trigger string `json:"trigger"`
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+	// Code is the HTTP status a failed task answers with: 4xx when the
+	// caller's input was at fault, 5xx when regressd or the model was.
+	Code            int          `json:"code,omitempty"`
+	Written         int          `json:"written"`
+	Batches         int          `json:"batches"`
+	BatchesDone     int          `json:"batches_done"`
+	BatchesFailed   int          `json:"batches_failed"`
+	Remaining       int          `json:"remaining"`
+	ContextRows     int          `json:"context_rows"`
+	QueryRows       int          `json:"query_rows"`
+	ReadRows        int          `json:"read_rows"`
+	ReadTruncated   bool         `json:"read_truncated,omitempty"`
+	SkippedExisting int          `json:"skipped_existing,omitempty"`
+	Start           time.Time    `json:"window_start"`
+	End             time.Time    `json:"window_end"`
+	Model           string       `json:"model,omitempty"`
+	Predictions     []Prediction `json:"predictions,omitempty"`
+	Updated         time.Time    `json:"updated"`
+}
+
+// Done reports whether the task reached a final status.
+func (s TaskSummary) Done() bool { return s.Status != StatusRunning && s.Status != "" }

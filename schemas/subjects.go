@@ -1,0 +1,75 @@
+package schemas
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
+)
+
+// Version is the schema version every message carries in HeaderSchema.
+// A consumer refuses (dead-letters) a message of any other version.
+const Version = "1"
+
+// Stream, bucket and object store names.
+const (
+	StreamJobs    = "REGRESS_JOBS"
+	StreamBatches = "REGRESS_BATCHES"
+	StreamResults = "REGRESS_RESULTS"
+	StreamDLQ     = "REGRESS_DLQ"
+
+	BucketTriggers = "regress_triggers"
+	BucketTasks    = "regress_tasks"
+	StoreContext   = "regress_context"
+)
+
+// Subject prefixes; the trigger name is the last token.
+const (
+	SubjectJobs    = "regress.jobs."
+	SubjectBatches = "regress.batches."
+	SubjectResults = "regress.results."
+	SubjectDLQ     = "regress.dlq."
+)
+
+// Message headers.
+const (
+	HeaderSchema = "Regressd-Schema"
+	HeaderTask   = "Regressd-Task"
+	HeaderBatch  = "Regressd-Batch"
+	HeaderReason = "Regressd-Reason"
+	HeaderOrigin = "Regressd-Origin"
+)
+
+// SubjectToken makes a trigger name safe as one subject token: NATS tokens
+// may not hold '.', '*', '>' or white space. Trigger names are validated to
+// avoid these, so this is a guard, not an encoding users see.
+func SubjectToken(name string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '.', '*', '>', ' ', '\t', '\r', '\n':
+			return '_'
+		}
+		return r
+	}, name)
+}
+
+// JobMsgID is the deduplication id of a job: the same trigger and window
+// published twice (two schedulers, a retried webhook) is one job. RunID is set
+// only for deliberate re-runs (replay, skip_existing=false re-runs).
+func JobMsgID(trigger string, start, end time.Time, runID string, dryRun bool) string {
+	id := trigger + "|" + start.UTC().Format(time.RFC3339Nano) + "|" + end.UTC().Format(time.RFC3339Nano)
+	if runID != "" {
+		id += "|" + runID
+	}
+	if dryRun {
+		id += "|dry"
+	}
+	return id
+}
+
+// TaskID derives the task id from a job's message id, so a deduplicated
+// publish still tells the caller which task to wait for.
+func TaskID(msgID string) string {
+	sum := sha256.Sum256([]byte(msgID))
+	return "t_" + hex.EncodeToString(sum[:10])
+}

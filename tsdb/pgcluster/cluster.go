@@ -1,0 +1,330 @@
+// Package pgcluster runs a private PostgreSQL cluster from the system's
+// PostgreSQL binaries: created under a directory, on a free loopback port,
+// stopped by its owner. It is regressd's embedded database default and the
+// test harness's database.
+package pgcluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNoBinaries means no PostgreSQL server binaries were found.
+var ErrNoBinaries = errors.New("PostgreSQL server binaries (initdb, pg_ctl) not found: install the distribution's package (Debian/Ubuntu: apt-get install postgresql; Fedora: dnf install postgresql-server) or pass --database-url")
+
+// Database and role created in every private cluster.
+const (
+	Database = "regressd"
+	Role     = "regressd"
+)
+
+// Options configure Start.
+type Options struct {
+	// Dir holds the cluster. Created when missing; reused when it holds one.
+	Dir string
+	// Fast turns off fsync and full-page writes: for tests only.
+	Fast   bool
+	Logger *slog.Logger
+}
+
+// Cluster is a running private PostgreSQL server.
+type Cluster struct {
+	dir    string
+	bin    string
+	port   int
+	owned  bool
+	cred   *syscall.Credential
+	logger *slog.Logger
+}
+
+// FindBinDir locates initdb and pg_ctl: `pg_config --bindir`, then the newest
+// /usr/lib/postgresql/*/bin, then PATH.
+func FindBinDir() (string, error) {
+	var cands []string
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		cands = append(cands, strings.TrimSpace(string(out)))
+	}
+	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(debian, func(i, j int) bool { return pgMajor(debian[i]) > pgMajor(debian[j]) })
+	cands = append(cands, debian...)
+	cands = append(cands, "/usr/pgsql/bin", "/usr/local/pgsql/bin")
+	if p, err := exec.LookPath("initdb"); err == nil {
+		cands = append(cands, filepath.Dir(p))
+	}
+	for _, d := range cands {
+		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "pg_ctl")) {
+			return d, nil
+		}
+	}
+	return "", ErrNoBinaries
+}
+
+func pgMajor(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+// Start creates the cluster if needed and starts it, or attaches to the one
+// already running in Dir (then Stop leaves it running).
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	bin, err := FindBinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir, bin: bin, logger: o.Logger}
+	if os.Geteuid() == 0 {
+		// PostgreSQL refuses to run as root: run it as an unprivileged user.
+		if err := c.dropPrivileges(); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o750); err != nil {
+		return nil, fmt.Errorf("private postgres: %w", err)
+	}
+	if c.cred != nil {
+		if err := c.ensureReachable(); err != nil {
+			return nil, err
+		}
+	}
+	if port, ok := c.runningPort(); ok {
+		c.port = port
+		if err := c.waitReady(ctx); err == nil {
+			c.logger.Info("attached to running private postgres", "dir", c.dir, "port", port)
+			return c, nil
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, "PG_VERSION")); err != nil {
+		if err := c.initdb(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.start(ctx, o.Fast); err != nil {
+		return nil, err
+	}
+	c.owned = true
+	if err := c.ensureDatabase(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// URL is the connection string of the cluster's regressd database.
+func (c *Cluster) URL() string { return c.DatabaseURL(Database) }
+
+// DatabaseURL is the connection string of one database in the cluster.
+func (c *Cluster) DatabaseURL(db string) string {
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", Role, c.port, db)
+}
+
+// Stop stops the server if this Cluster started it.
+func (c *Cluster) Stop() error {
+	if !c.owned {
+		return nil
+	}
+	c.owned = false
+	out, err := c.command(context.Background(), "pg_ctl", "-D", c.dir, "-m", "fast", "-w", "-t", "60", "stop").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("stop private postgres: %v: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func (c *Cluster) dropPrivileges() error {
+	var u *user.User
+	var err error
+	for _, name := range []string{"postgres", "nobody"} {
+		if u, err = user.Lookup(name); err == nil {
+			break
+		}
+	}
+	if u == nil {
+		return fmt.Errorf("private postgres: running as root and no 'postgres' or 'nobody' user to run the server as; create one or pass --database-url")
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	return nil
+}
+
+// ensureReachable makes Dir usable by the unprivileged server user. When the
+// data dir sits where that user cannot go (under /root, say), the cluster
+// lives under /var/lib/regressd in a folder named after Dir's path, so the
+// next start with the same data dir finds it again.
+func (c *Cluster) ensureReachable() error {
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return fmt.Errorf("private postgres: %w", err)
+	}
+	if err := c.chown(c.dir); err != nil {
+		return err
+	}
+	if c.command(context.Background(), "test", "-w", c.dir).Run() == nil {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(c.dir))
+	alt := filepath.Join("/var/lib/regressd", hex.EncodeToString(sum[:8]), "postgres")
+	if err := os.MkdirAll(filepath.Dir(filepath.Dir(alt)), 0o755); err != nil {
+		return fmt.Errorf("private postgres: %w", err)
+	}
+	os.Chmod(filepath.Dir(filepath.Dir(alt)), 0o755)
+	if err := os.MkdirAll(alt, 0o700); err != nil {
+		return fmt.Errorf("private postgres: %w", err)
+	}
+	for _, p := range []string{alt, filepath.Dir(alt)} {
+		if err := c.chown(p); err != nil {
+			return err
+		}
+	}
+	c.logger.Info("private postgres kept outside the data dir: the server user cannot reach it", "data_dir", c.dir, "cluster_dir", alt)
+	c.dir = alt
+	return nil
+}
+
+func (c *Cluster) chown(p string) error {
+	if err := os.Chown(p, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+		return fmt.Errorf("private postgres: %w", err)
+	}
+	return nil
+}
+
+func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	path := name
+	if p := filepath.Join(c.bin, name); isExec(p) {
+		path = p
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "PGTZ=UTC")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Setpgid: true}
+	cmd.Dir = "/"
+	return cmd
+}
+
+func (c *Cluster) initdb(ctx context.Context) error {
+	out, err := c.command(ctx, "initdb", "-D", c.dir, "-U", Role, "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("private postgres: initdb in %s: %v: %s", c.dir, err, lastLines(out, 3))
+	}
+	return nil
+}
+
+func (c *Cluster) start(ctx context.Context, fast bool) error {
+	port, err := freePort()
+	if err != nil {
+		return fmt.Errorf("private postgres: %w", err)
+	}
+	c.port = port
+	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories='' -c max_connections=200 -c timezone=UTC", port)
+	if fast {
+		opts += " -c fsync=off -c full_page_writes=off -c synchronous_commit=off"
+	}
+	logFile := filepath.Join(c.dir, "server.log")
+	out, err := c.command(ctx, "pg_ctl", "-D", c.dir, "-l", logFile, "-w", "-t", "60", "-o", opts, "start").CombinedOutput()
+	if err != nil {
+		tail, _ := os.ReadFile(logFile)
+		return fmt.Errorf("private postgres: start: %v: %s %s", err, lastLines(out, 2), lastLines(tail, 3))
+	}
+	return c.waitReady(ctx)
+}
+
+// runningPort reads the port of a server already running on Dir.
+func (c *Cluster) runningPort() (int, bool) {
+	b, err := os.ReadFile(filepath.Join(c.dir, "postmaster.pid"))
+	if err != nil {
+		return 0, false
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 4 {
+		return 0, false
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(lines[0]))
+	port, _ := strconv.Atoi(strings.TrimSpace(lines[3]))
+	if pid <= 0 || port <= 0 || syscall.Kill(pid, 0) != nil {
+		return 0, false
+	}
+	return port, true
+}
+
+func (c *Cluster) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := pgx.Connect(ctx, c.DatabaseURL("postgres"))
+		if err == nil {
+			conn.Close(ctx)
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("private postgres on port %d not ready: %w", c.port, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) ensureDatabase(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, c.DatabaseURL("postgres"))
+	if err != nil {
+		return fmt.Errorf("private postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, Database).Scan(&exists); err != nil {
+		return fmt.Errorf("private postgres: %w", err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{Database}.Sanitize()); err != nil {
+			return fmt.Errorf("private postgres: create database: %w", err)
+		}
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// Dir is the cluster's directory.
+func (c *Cluster) Dir() string { return c.dir }
+
+// Port is the cluster's TCP port on 127.0.0.1.
+func (c *Cluster) Port() int { return c.port }

@@ -1,0 +1,185 @@
+package tsdb
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Reserved names a source tag may not have: the regressed table uses them.
+var Reserved = []string{"model", "source", "target", "value", "time"}
+
+// RegressedName is the output table of a measurement.
+func RegressedName(measurement string) string { return measurement + RegressedSuffix }
+
+// Series identifies the rows of one task in <measurement>_regressed.
+type Series struct {
+	Measurement string
+	Target      string
+	Model       string
+	// TagColumns are all tag columns of the source, in a fixed order.
+	TagColumns []string
+	// Tags are the series' values; a missing key is a NULL tag.
+	Tags map[string]string
+}
+
+// tagArgs returns the tag values in TagColumns order, nil for NULL.
+func (s Series) tagArgs() []any {
+	out := make([]any, len(s.TagColumns))
+	for i, t := range s.TagColumns {
+		if v, ok := s.Tags[t]; ok {
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// ExistingTimes returns the times in [start, end) that already have a
+// prediction for the series from any model. A missing output table means none.
+func (db *DB) ExistingTimes(ctx context.Context, s Series, start, end time.Time) (map[int64]struct{}, error) {
+	out := map[int64]struct{}{}
+	var exists bool
+	if err := db.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{RegressedName(s.Measurement)}.Sanitize()).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("look up existing predictions: %w", err)
+	}
+	if !exists {
+		return out, nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `SELECT "time" FROM %s WHERE source = $1 AND target = $2 AND "time" >= $3 AND "time" < $4`,
+		pgx.Identifier{RegressedName(s.Measurement)}.Sanitize())
+	args := []any{s.Measurement, s.Target, start.UTC(), end.UTC()}
+	for i, v := range s.tagArgs() {
+		args = append(args, v)
+		fmt.Fprintf(&b, " AND %s IS NOT DISTINCT FROM $%d", pgx.Identifier{s.TagColumns[i]}.Sanitize(), len(args))
+	}
+	rows, err := db.pool.Query(ctx, b.String(), args...)
+	if err != nil {
+		// A table without one of today's tag columns predates them: treat as none.
+		return out, nil
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t time.Time
+		if err := rows.Scan(&t); err != nil {
+			return nil, fmt.Errorf("look up existing predictions: %w", err)
+		}
+		out[t.UnixMicro()] = struct{}{}
+	}
+	return out, rows.Err()
+}
+
+// identityIndex names the unique index for a tag set, so a new tag set gets a
+// new index and the old one (over fewer columns) is dropped.
+func identityIndex(s Series) string {
+	tags := append([]string(nil), s.TagColumns...)
+	sort.Strings(tags)
+	sum := sha256.Sum256([]byte(s.Measurement + "\x00" + strings.Join(tags, "\x00")))
+	return "regressd_ident_" + hex.EncodeToString(sum[:8])
+}
+
+// conflictTarget is the identity (source, target, model, tags…, time); NULL
+// tags compare equal through coalesce.
+func conflictTarget(s Series) string {
+	parts := []string{"source", "target", "model"}
+	for _, t := range s.TagColumns {
+		parts = append(parts, "coalesce("+pgx.Identifier{t}.Sanitize()+", '')")
+	}
+	parts = append(parts, `"time"`)
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// EnsureRegressed creates <measurement>_regressed, adds tag columns it lacks
+// and keeps its identity index in step with the tag set. Idempotent.
+func EnsureRegressed(ctx context.Context, tx pgx.Tx, s Series) error {
+	tbl := pgx.Identifier{RegressedName(s.Measurement)}.Sanitize()
+	var b strings.Builder
+	fmt.Fprintf(&b, `CREATE TABLE IF NOT EXISTS %s ("time" timestamptz NOT NULL, value double precision NOT NULL, model text NOT NULL, source text NOT NULL, target text NOT NULL`, tbl)
+	for _, t := range s.TagColumns {
+		fmt.Fprintf(&b, ", %s text", pgx.Identifier{t}.Sanitize())
+	}
+	b.WriteString(")")
+	if _, err := tx.Exec(ctx, b.String()); err != nil {
+		return fmt.Errorf("create %s: %w", RegressedName(s.Measurement), err)
+	}
+	for _, t := range s.TagColumns {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s text", tbl, pgx.Identifier{t}.Sanitize())); err != nil {
+			return fmt.Errorf("alter %s: %w", RegressedName(s.Measurement), err)
+		}
+	}
+	idx := identityIndex(s)
+	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s %s",
+		pgx.Identifier{idx}.Sanitize(), tbl, conflictTarget(s))); err != nil {
+		return fmt.Errorf("index %s: %w", RegressedName(s.Measurement), err)
+	}
+	// Older identity indexes cover fewer tags and would merge distinct series.
+	rows, err := tx.Query(ctx, `SELECT indexname FROM pg_indexes WHERE tablename = $1 AND indexname LIKE 'regressd_ident_%' AND indexname <> $2 AND schemaname = current_schema()`, RegressedName(s.Measurement), idx)
+	if err != nil {
+		return err
+	}
+	var stale []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		stale = append(stale, n)
+	}
+	rows.Close()
+	for _, n := range stale {
+		if _, err := tx.Exec(ctx, "DROP INDEX IF EXISTS "+pgx.Identifier{n}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Point is one prediction to write.
+type Point struct {
+	Time  time.Time
+	Value float64
+}
+
+// WritePredictions upserts points for the series inside tx: COPY into a
+// per-session staging table, then one INSERT … ON CONFLICT. Writing a point
+// again replaces its value. It returns the number of rows written.
+func WritePredictions(ctx context.Context, tx pgx.Tx, s Series, points []Point) (int64, error) {
+	if len(points) == 0 {
+		return 0, nil
+	}
+	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS regressd_stage ("time" timestamptz NOT NULL, value double precision NOT NULL) ON COMMIT DELETE ROWS`); err != nil {
+		return 0, fmt.Errorf("staging table: %w", err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"regressd_stage"}, []string{"time", "value"}, pgx.CopyFromSlice(len(points), func(i int) ([]any, error) {
+		return []any{points[i].Time, points[i].Value}, nil
+	})); err != nil {
+		return 0, fmt.Errorf("copy predictions: %w", err)
+	}
+	cols := []string{`"time"`, "value", "model", "source", "target"}
+	sel := []string{`"time"`, "value", "$1", "$2", "$3"}
+	args := []any{s.Model, s.Measurement, s.Target}
+	for i, v := range s.tagArgs() {
+		cols = append(cols, pgx.Identifier{s.TagColumns[i]}.Sanitize())
+		args = append(args, v)
+		sel = append(sel, "$"+strconv.Itoa(len(args))+"::text")
+	}
+	// DISTINCT ON keeps one value per time should a batch repeat a timestamp.
+	sql := fmt.Sprintf(`INSERT INTO %s (%s) SELECT DISTINCT ON ("time") %s FROM regressd_stage ORDER BY "time" ON CONFLICT %s DO UPDATE SET value = EXCLUDED.value`,
+		pgx.Identifier{RegressedName(s.Measurement)}.Sanitize(), strings.Join(cols, ", "), strings.Join(sel, ", "), conflictTarget(s))
+	tag, err := tx.Exec(ctx, sql, args...)
+	if err != nil {
+		return 0, fmt.Errorf("write predictions: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `TRUNCATE regressd_stage`); err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,215 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/regressd/regressd/schemas"
+)
+
+// WindowQuery selects the rows of one run.
+type WindowQuery struct {
+	Measurement string
+	Target      string
+	Features    []string
+	// TagColumns are read so the caller can tell series apart.
+	TagColumns []string
+	// Filter keeps rows whose tags equal these values.
+	Filter map[string]string
+	// Start is inclusive, End exclusive.
+	Start, End time.Time
+	// Limit keeps the newest rows; 0 means no limit.
+	Limit int
+}
+
+// Window is a window of rows in ascending time order as one Arrow record:
+// time, the tag columns (utf8, nullable), the target and the features
+// (float64, nullable; NaN and ±Inf read as null).
+type Window struct {
+	Record    arrow.RecordBatch
+	Truncated bool
+}
+
+// Release frees the record.
+func (w *Window) Release() {
+	if w.Record != nil {
+		w.Record.Release()
+	}
+}
+
+// WindowSchema is the Arrow schema ReadWindow returns.
+func WindowSchema(q WindowQuery) *arrow.Schema {
+	fs := []arrow.Field{{Name: schemas.ColTime, Type: schemas.TimeType}}
+	for _, t := range q.TagColumns {
+		fs = append(fs, arrow.Field{Name: t, Type: arrow.BinaryTypes.String, Nullable: true})
+	}
+	fs = append(fs, arrow.Field{Name: q.Target, Type: arrow.PrimitiveTypes.Float64, Nullable: true})
+	for _, f := range q.Features {
+		fs = append(fs, arrow.Field{Name: f, Type: arrow.PrimitiveTypes.Float64, Nullable: true})
+	}
+	return arrow.NewSchema(fs, nil)
+}
+
+// ReadWindow reads the newest Limit rows of [Start, End), returned oldest first.
+func (db *DB) ReadWindow(ctx context.Context, q WindowQuery) (*Window, error) {
+	sql, args := windowSQL(q)
+	rows, err := db.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read window of %q: %w", q.Measurement, err)
+	}
+	defer rows.Close()
+
+	nt, nf := len(q.TagColumns), 1+len(q.Features)
+	var (
+		times []int64
+		tags  = make([][]pgtype.Text, nt)
+		nums  = make([][]float64, nf)
+	)
+	var ts pgtype.Timestamptz
+	tagVals := make([]pgtype.Text, nt)
+	numVals := make([]pgtype.Float8, nf)
+	dest := make([]any, 0, 1+nt+nf)
+	dest = append(dest, &ts)
+	for i := range tagVals {
+		dest = append(dest, &tagVals[i])
+	}
+	for i := range numVals {
+		dest = append(dest, &numVals[i])
+	}
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("read window of %q: %w", q.Measurement, err)
+		}
+		if !ts.Valid {
+			continue
+		}
+		times = append(times, ts.Time.UnixMicro())
+		for i, v := range tagVals {
+			tags[i] = append(tags[i], v)
+		}
+		for i, v := range numVals {
+			x := math.NaN()
+			if v.Valid && !math.IsNaN(v.Float64) && !math.IsInf(v.Float64, 0) {
+				x = v.Float64
+			}
+			nums[i] = append(nums[i], x)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read window of %q: %w", q.Measurement, err)
+	}
+	w := &Window{}
+	if q.Limit > 0 && len(times) > q.Limit {
+		w.Truncated = true
+		times = times[:q.Limit]
+		for i := range tags {
+			tags[i] = tags[i][:q.Limit]
+		}
+		for i := range nums {
+			nums[i] = nums[i][:q.Limit]
+		}
+	}
+	w.Record = buildWindow(q, times, tags, nums)
+	return w, nil
+}
+
+// windowSQL reads newest first so a limit keeps the most recent rows; one
+// extra row tells the caller the read was cut.
+func windowSQL(q WindowQuery) (string, []any) {
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	b.WriteString(pgx.Identifier{"time"}.Sanitize())
+	b.WriteString("::timestamptz")
+	for _, t := range q.TagColumns {
+		b.WriteString(", ")
+		b.WriteString(pgx.Identifier{t}.Sanitize())
+		b.WriteString("::text")
+	}
+	for _, f := range append([]string{q.Target}, q.Features...) {
+		b.WriteString(", ")
+		b.WriteString(pgx.Identifier{f}.Sanitize())
+		b.WriteString("::double precision")
+	}
+	b.WriteString(" FROM ")
+	b.WriteString(pgx.Identifier{q.Measurement}.Sanitize())
+	b.WriteString(` WHERE "time" >= $1 AND "time" < $2`)
+	args := []any{q.Start.UTC(), q.End.UTC()}
+	keys := make([]string, 0, len(q.Filter))
+	for k := range q.Filter {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, q.Filter[k])
+		b.WriteString(" AND ")
+		b.WriteString(pgx.Identifier{k}.Sanitize())
+		b.WriteString("::text = $")
+		b.WriteString(strconv.Itoa(len(args)))
+	}
+	b.WriteString(` ORDER BY "time" DESC`)
+	if q.Limit > 0 {
+		args = append(args, q.Limit+1)
+		b.WriteString(" LIMIT $")
+		b.WriteString(strconv.Itoa(len(args)))
+	}
+	return b.String(), args
+}
+
+// buildWindow assembles the record in ascending time order from rows read
+// newest first.
+func buildWindow(q WindowQuery, times []int64, tags [][]pgtype.Text, nums [][]float64) arrow.RecordBatch {
+	n := len(times)
+	mem := memory.DefaultAllocator
+	cols := make([]arrow.Array, 0, 1+len(tags)+len(nums))
+
+	tb := array.NewTimestampBuilder(mem, schemas.TimeType)
+	tb.Reserve(n)
+	for i := n - 1; i >= 0; i-- {
+		tb.UnsafeAppend(arrow.Timestamp(times[i]))
+	}
+	cols = append(cols, tb.NewArray())
+	tb.Release()
+
+	for _, col := range tags {
+		sb := array.NewStringBuilder(mem)
+		sb.Reserve(n)
+		for i := n - 1; i >= 0; i-- {
+			if col[i].Valid {
+				sb.Append(col[i].String)
+			} else {
+				sb.AppendNull()
+			}
+		}
+		cols = append(cols, sb.NewArray())
+		sb.Release()
+	}
+	for _, col := range nums {
+		fb := array.NewFloat64Builder(mem)
+		fb.Reserve(n)
+		for i := n - 1; i >= 0; i-- {
+			if math.IsNaN(col[i]) {
+				fb.UnsafeAppendBoolToBitmap(false)
+			} else {
+				fb.UnsafeAppend(col[i])
+			}
+		}
+		cols = append(cols, fb.NewArray())
+		fb.Release()
+	}
+	rec := array.NewRecordBatch(WindowSchema(q), cols, int64(n))
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec
+}

@@ -1,0 +1,119 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/regressd/regressd/gpu"
+)
+
+// Request is one batch to predict.
+type Request struct {
+	Model string
+	// ContextID identifies the context (its digest), so a predictor can reuse
+	// work done for an earlier batch of the same task.
+	ContextID string
+	X         [][]float64
+	Y         []float64
+	Xq        [][]float64
+	// Key is the model-service key, opened from its seal; "" when none.
+	Key        string
+	Timeout    time.Duration
+	MaxRetries int
+}
+
+// Predictor predicts query rows from a context.
+type Predictor interface {
+	// Predict returns one value per query row; NaN means no prediction for
+	// that row. It must be safe for concurrent use. Errors that retrying
+	// cannot fix are wrapped with Final.
+	Predict(ctx context.Context, req Request) ([]float64, error)
+}
+
+// finalError marks an error that retrying will not fix (bad input, a model
+// that does not exist, a refused key): the batch fails for good.
+type finalError struct{ err error }
+
+func (f finalError) Error() string { return f.err.Error() }
+func (f finalError) Unwrap() error { return f.err }
+
+// Final wraps err as not worth retrying.
+func Final(err error) error { return finalError{err} }
+
+// IsFinal reports whether err was wrapped by Final.
+func IsFinal(err error) bool {
+	var f finalError
+	return errors.As(err, &f)
+}
+
+// Local predicts with the built-in engine in this process. It keeps the
+// fitted engines of the most recent contexts, so the context of a task is
+// processed once however many batches it has.
+type Local struct {
+	opts []gpu.Option
+
+	mu    sync.Mutex
+	cache map[string]*fitted
+	order []string
+	size  int
+}
+
+type fitted struct {
+	once sync.Once
+	r    *gpu.Regressor
+	err  error
+}
+
+var _ Predictor = (*Local)(nil)
+
+// NewLocal returns an engine predictor keeping up to size fitted contexts.
+func NewLocal(size int, opts ...gpu.Option) *Local {
+	if size <= 0 {
+		size = 16
+	}
+	return &Local{opts: opts, cache: map[string]*fitted{}, size: size}
+}
+
+// Predict fits the context once per (model, context) and predicts the batch.
+func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
+	f := l.entry(req.Model + "|" + req.ContextID)
+	f.once.Do(func() {
+		r, err := gpu.NewRegressor(req.Model, l.opts...)
+		if err != nil {
+			f.err = Final(err)
+			return
+		}
+		if err := r.Fit(req.X, req.Y); err != nil {
+			f.err = Final(fmt.Errorf("fit context: %w", err))
+			return
+		}
+		f.r = r
+	})
+	if f.err != nil {
+		return nil, f.err
+	}
+	out, err := f.r.Predict(req.Xq)
+	if err != nil {
+		return nil, Final(fmt.Errorf("predict: %w", err))
+	}
+	return out, nil
+}
+
+func (l *Local) entry(key string) *fitted {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f, ok := l.cache[key]; ok {
+		return f
+	}
+	f := &fitted{}
+	l.cache[key] = f
+	l.order = append(l.order, key)
+	if len(l.order) > l.size {
+		delete(l.cache, l.order[0])
+		l.order = l.order[1:]
+	}
+	return f
+}

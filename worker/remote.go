@@ -1,0 +1,49 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/regressd/regressd/gateway"
+)
+
+// Remote predicts through a hosted gateway that speaks POST /predict: ours
+// (regressd gateway) or the vendor's. Every batch re-sends the context, as
+// the wire format requires; the context still crosses the bus only once.
+type Remote struct {
+	url string
+}
+
+var _ Predictor = (*Remote)(nil)
+
+// NewRemote checks the gateway URL (https, except on loopback).
+func NewRemote(url string) (*Remote, error) {
+	if _, err := gateway.NewClient(url, "check", "check/check"); err != nil {
+		return nil, err
+	}
+	return &Remote{url: url}, nil
+}
+
+// Predict calls the gateway with the task's key, timeout and retry budget.
+func (r *Remote) Predict(ctx context.Context, req Request) ([]float64, error) {
+	if req.Key == "" {
+		return nil, Final(errors.New("no model-service key: send X-Service-Api-Key, or set SERVICE_API_KEY in the scheduler's environment for scheduled runs"))
+	}
+	opts := []gateway.ClientOption{gateway.WithMaxRetries(req.MaxRetries)}
+	if req.Timeout > 0 {
+		opts = append(opts, gateway.WithRequestTimeout(req.Timeout))
+	}
+	c, err := gateway.NewClient(r.url, req.Key, req.Model, opts...)
+	if err != nil {
+		return nil, Final(err)
+	}
+	out, err := c.Predict(ctx, req.X, req.Y, req.Xq, nil)
+	if err != nil {
+		if gateway.IsTransient(err) {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		return nil, Final(err)
+	}
+	return out, nil
+}

@@ -1,0 +1,308 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/schemas"
+)
+
+// Config configures a Worker.
+type Config struct {
+	Predictor Predictor
+	Sealer    *schemas.Sealer
+	// NeedKey says the predictor uses the model-service key (a hosted
+	// gateway); the built-in engine does not, and never opens it.
+	NeedKey bool
+	// Concurrency is the number of batches predicted at once. Default 2.
+	Concurrency int
+	// MaxDeliver bounds attempts at a batch; the last failure is written as a
+	// failed batch so the task still completes. Default 8.
+	MaxDeliver int
+	// BreakerFailures consecutive transient failures open the breaker. Default 5.
+	BreakerFailures uint32
+	// BreakerCooldown is how long the breaker stays open. Default 15s.
+	BreakerCooldown time.Duration
+	Logger          *slog.Logger
+}
+
+// Worker predicts batches.
+type Worker struct {
+	js  jetstream.JetStream
+	obj jetstream.ObjectStore
+	cfg Config
+	cb  *gobreaker.CircuitBreaker[[]float64]
+	log *slog.Logger
+
+	mu       sync.Mutex
+	contexts map[string]*loadedContext
+}
+
+type loadedContext struct {
+	once sync.Once
+	x    [][]float64
+	y    []float64
+	err  error
+}
+
+// New binds the context store and builds the breaker.
+func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Worker, error) {
+	if cfg.Predictor == nil || cfg.Sealer == nil {
+		return nil, errors.New("worker: predictor and sealer are required")
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 2
+	}
+	if cfg.MaxDeliver == 0 {
+		cfg.MaxDeliver = 8
+	}
+	if cfg.BreakerFailures == 0 {
+		cfg.BreakerFailures = 5
+	}
+	if cfg.BreakerCooldown == 0 {
+		cfg.BreakerCooldown = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	obj, err := js.ObjectStore(ctx, schemas.StoreContext)
+	if err != nil {
+		return nil, fmt.Errorf("open context store: %w", err)
+	}
+	w := &Worker{js: js, obj: obj, cfg: cfg, log: cfg.Logger, contexts: map[string]*loadedContext{}}
+	w.cb = gobreaker.NewCircuitBreaker[[]float64](gobreaker.Settings{
+		Name:        "predictor",
+		MaxRequests: 1,
+		Timeout:     cfg.BreakerCooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= cfg.BreakerFailures },
+		// A final error is the request's fault, not the predictor's health.
+		IsSuccessful: func(err error) bool { return err == nil || IsFinal(err) },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			cfg.Logger.Warn("circuit breaker", "from", from.String(), "to", to.String())
+		},
+	})
+	return w, nil
+}
+
+// BreakerState is the breaker's state, for metrics and tests.
+func (w *Worker) BreakerState() gobreaker.State { return w.cb.State() }
+
+// Run consumes batches until ctx ends; while the breaker is open it pulls nothing.
+func (w *Worker) Run(ctx context.Context) error {
+	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
+		Stream: schemas.StreamBatches, Durable: "worker", Filter: schemas.SubjectBatches + ">",
+		AckWait: 60 * time.Second, MaxDeliver: w.cfg.MaxDeliver + 2,
+		BackOff:     []time.Duration{60 * time.Second, 2 * time.Minute, 5 * time.Minute},
+		Concurrency: w.cfg.Concurrency,
+		Gate:        func() bool { return w.cb.State() != gobreaker.StateOpen },
+		Logger:      w.log,
+	}, w.handle)
+}
+
+func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
+	var meta schemas.TaskMeta
+	if err := json.Unmarshal([]byte(msg.Headers().Get(schemas.HeaderTask)), &meta); err != nil || meta.TaskID == "" {
+		return bus.Permanent(fmt.Errorf("batch without a readable task header: %v", err))
+	}
+	batchNo, err := strconv.Atoi(msg.Headers().Get(schemas.HeaderBatch))
+	if err != nil || batchNo < 0 || batchNo >= meta.Batches {
+		return bus.Permanent(fmt.Errorf("batch number %q out of range", msg.Headers().Get(schemas.HeaderBatch)))
+	}
+	rec, err := schemas.DecodeRecord(msg.Data(), schemas.QuerySchema(meta.Features))
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	defer rec.Release()
+	log := w.log.With("task_id", meta.TaskID, "batch", batchNo)
+
+	stop := bus.KeepAlive(msg, 15*time.Second)
+	defer stop()
+	preds, err := w.predict(ctx, meta, rec)
+	if err != nil && !IsFinal(err) {
+		md, _ := msg.Metadata()
+		if md == nil || md.NumDelivered < uint64(w.cfg.MaxDeliver) {
+			return err // transient: nak with backoff, try again
+		}
+		err = Final(fmt.Errorf("gave up after %d attempts: %w", md.NumDelivered, err))
+	}
+	if err != nil {
+		log.Error("batch failed", "err", err)
+		if perr := w.publish(ctx, meta, batchNo, rec, nil, err.Error()); perr != nil {
+			return perr
+		}
+		return msg.DoubleAck(ctx)
+	}
+	if err := w.publish(ctx, meta, batchNo, rec, preds, ""); err != nil {
+		return err
+	}
+	log.Debug("batch predicted", "rows", rec.NumRows())
+	return msg.DoubleAck(ctx)
+}
+
+func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.RecordBatch) ([]float64, error) {
+	x, y, err := w.context(ctx, meta.ContextDigest, len(meta.Features))
+	if err != nil {
+		return nil, err
+	}
+	var key string
+	if w.cfg.NeedKey {
+		if key, err = w.cfg.Sealer.Open(meta.SealedKey); err != nil {
+			return nil, Final(fmt.Errorf("model-service key: %w (do all roles share REGRESSD_SECRET?)", err))
+		}
+	}
+	xq := columnsToRows(rec, 1)
+	req := Request{Model: meta.Model, ContextID: meta.ContextDigest, X: x, Y: y, Xq: xq, Key: key,
+		Timeout: time.Duration(meta.RequestTimeout), MaxRetries: meta.MaxRetries}
+	preds, err := w.cb.Execute(func() ([]float64, error) { return w.cfg.Predictor.Predict(ctx, req) })
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		return nil, err
+	}
+	if err == nil && len(preds) != len(xq) {
+		return nil, Final(fmt.Errorf("model returned %d predictions for %d rows", len(preds), len(xq)))
+	}
+	if err == nil && allMissing(preds) {
+		return nil, Final(errors.New("model returned no prediction for any row"))
+	}
+	return preds, err
+}
+
+// context loads and decodes a task's context once per worker.
+func (w *Worker) context(ctx context.Context, digest string, nFeatures int) ([][]float64, []float64, error) {
+	w.mu.Lock()
+	lc, ok := w.contexts[digest]
+	if !ok {
+		lc = &loadedContext{}
+		if len(w.contexts) > 64 {
+			w.contexts = map[string]*loadedContext{}
+		}
+		w.contexts[digest] = lc
+	}
+	w.mu.Unlock()
+	lc.once.Do(func() {
+		res, err := w.obj.Get(ctx, digest)
+		if err != nil {
+			if bus.IsNotFound(err) {
+				lc.err = Final(fmt.Errorf("context %s expired from the object store; run the task again", digest[:12]))
+			} else {
+				lc.err = err
+			}
+			return
+		}
+		body, err := io.ReadAll(res)
+		res.Close()
+		if err != nil {
+			lc.err = err
+			return
+		}
+		rec, err := schemas.DecodeRecord(body, nil)
+		if err != nil || int(rec.NumCols()) != nFeatures+1 {
+			lc.err = Final(fmt.Errorf("context %s is malformed: %v", digest[:12], err))
+			return
+		}
+		defer rec.Release()
+		lc.x = columnsToRows(rec, 0)
+		lc.y = append([]float64(nil), rec.Column(nFeatures).(*array.Float64).Float64Values()...)
+		lc.x = lc.x[:len(lc.y)]
+		for i := range lc.x {
+			lc.x[i] = lc.x[i][:nFeatures]
+		}
+	})
+	if lc.err != nil {
+		w.mu.Lock()
+		if !IsFinal(lc.err) {
+			delete(w.contexts, digest) // transient: let the next batch retry
+		}
+		w.mu.Unlock()
+	}
+	return lc.x, lc.y, lc.err
+}
+
+// columnsToRows turns float64 columns from index `from` into rows.
+func columnsToRows(rec arrow.RecordBatch, from int) [][]float64 {
+	n, k := int(rec.NumRows()), int(rec.NumCols())-from
+	flat := make([]float64, n*k)
+	rows := make([][]float64, n)
+	for i := range rows {
+		rows[i] = flat[i*k : (i+1)*k : (i+1)*k]
+	}
+	for j := 0; j < k; j++ {
+		col := rec.Column(from + j).(*array.Float64)
+		for i := 0; i < n; i++ {
+			if col.IsNull(i) {
+				rows[i][j] = math.NaN()
+			} else {
+				rows[i][j] = col.Value(i)
+			}
+		}
+	}
+	return rows
+}
+
+// publish sends a batch's predictions (or its failure) to the writer.
+func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int, rec arrow.RecordBatch, preds []float64, failure string) error {
+	m := &nats.Msg{Subject: schemas.SubjectResults + schemas.SubjectToken(meta.Trigger), Header: nats.Header{}}
+	meta.SealedKey = "" // the writer never needs the key
+	hdr, _ := json.Marshal(meta)
+	m.Header.Set(schemas.HeaderSchema, schemas.Version)
+	m.Header.Set(schemas.HeaderTask, string(hdr))
+	m.Header.Set(schemas.HeaderBatch, strconv.Itoa(batchNo))
+	m.Header.Set("Regressd-Rows", strconv.FormatInt(rec.NumRows(), 10))
+	if failure != "" {
+		m.Header.Set(schemas.HeaderStatus, schemas.BatchFailed)
+		m.Header.Set(schemas.HeaderMessage, failure)
+	} else {
+		m.Header.Set(schemas.HeaderStatus, schemas.BatchOK)
+		out := resultRecord(rec.Column(0).(*array.Timestamp), preds)
+		body, err := schemas.EncodeRecord(out)
+		out.Release()
+		if err != nil {
+			return err
+		}
+		m.Data = body
+	}
+	_, err := w.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+strconv.Itoa(batchNo)))
+	return err
+}
+
+func resultRecord(times *array.Timestamp, preds []float64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schemas.ResultSchema)
+	defer b.Release()
+	tb := b.Field(0).(*array.TimestampBuilder)
+	vb := b.Field(1).(*array.Float64Builder)
+	tb.Reserve(len(preds))
+	vb.Reserve(len(preds))
+	for i, v := range preds {
+		tb.UnsafeAppend(times.Value(i))
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			vb.UnsafeAppendBoolToBitmap(false)
+		} else {
+			vb.UnsafeAppend(v)
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+func allMissing(v []float64) bool {
+	for _, x := range v {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return len(v) > 0
+}

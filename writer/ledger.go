@@ -1,0 +1,128 @@
+package writer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/regressd/regressd/schemas"
+)
+
+// ensureTask creates the task's ledger row on its first result.
+func ensureTask(ctx context.Context, tx pgx.Tx, m schemas.TaskMeta) error {
+	_, err := tx.Exec(ctx, `
+		INSERT INTO regressd_tasks (task_id, trigger_name, measurement, target, model, window_start, window_end,
+			origin, dry_run, status, batches, context_rows, query_rows, read_rows, read_truncated, skipped_existing)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15)
+		ON CONFLICT (task_id) DO NOTHING`,
+		m.TaskID, m.Trigger, m.Measurement, m.Target, m.Model, m.Start, m.End, m.Origin, m.DryRun,
+		m.Batches, m.ContextRows, m.QueryRows, m.ReadRows, m.ReadTruncated, m.SkippedExists)
+	if err != nil {
+		return fmt.Errorf("ledger task: %w", err)
+	}
+	return nil
+}
+
+// claimBatch records a batch; false means it was recorded before (a
+// redelivery) and must not be written again.
+func claimBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, status string, rows int, msg string) (bool, error) {
+	tag, err := tx.Exec(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, taskID, batch, status, rows, msg)
+	if err != nil {
+		return false, fmt.Errorf("ledger batch: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// finishBatch adds a batch's outcome to its task and settles the task's
+// status once every batch is in.
+func finishBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, ok bool, rows int, written int64, preview []schemas.Prediction) error {
+	if preview != nil {
+		b, _ := json.Marshal(preview)
+		if _, err := tx.Exec(ctx, `UPDATE regressd_task_batches SET preview = $3 WHERE task_id = $1 AND batch_no = $2`, taskID, batch, b); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE regressd_task_batches SET written = $3 WHERE task_id = $1 AND batch_no = $2`, taskID, batch, written); err != nil {
+		return err
+	}
+	done, failed, remaining := 1, 0, 0
+	if !ok {
+		done, failed, remaining = 0, 1, rows
+	}
+	_, err := tx.Exec(ctx, `
+		UPDATE regressd_tasks SET
+			batches_done = batches_done + $2, batches_failed = batches_failed + $3,
+			written = written + $4, remaining = remaining + $5, updated = now(),
+			status = CASE
+				WHEN batches_done + $2 + batches_failed + $3 < batches THEN 'running'
+				WHEN batches_failed + $3 = batches THEN 'failed'
+				WHEN batches_failed + $3 > 0 THEN 'partial'
+				WHEN dry_run THEN 'dry_run'
+				ELSE 'success' END
+		WHERE task_id = $1`, taskID, done, failed, written, remaining)
+	if err != nil {
+		return fmt.Errorf("ledger task update: %w", err)
+	}
+	return nil
+}
+
+// settleVerdict records a task that ended in the producer.
+func settleVerdict(ctx context.Context, tx pgx.Tx, taskID, status, msg string, code int) error {
+	_, err := tx.Exec(ctx, `UPDATE regressd_tasks SET status = $2, message = $3, code = $4, updated = now() WHERE task_id = $1`, taskID, status, msg, code)
+	return err
+}
+
+// summary reads a task back from the ledger.
+func summary(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, taskID string) (schemas.TaskSummary, error) {
+	var s schemas.TaskSummary
+	var dry bool
+	err := db.QueryRow(ctx, `SELECT task_id, trigger_name, status, message, written, batches, batches_done, batches_failed,
+		remaining, context_rows, query_rows, read_rows, read_truncated, skipped_existing, window_start, window_end, model, dry_run, updated, code
+		FROM regressd_tasks WHERE task_id = $1`, taskID).Scan(&s.TaskID, &s.Trigger, &s.Status, &s.Message, &s.Written,
+		&s.Batches, &s.BatchesDone, &s.BatchesFailed, &s.Remaining, &s.ContextRows, &s.QueryRows, &s.ReadRows,
+		&s.ReadTruncated, &s.SkippedExisting, &s.Start, &s.End, &s.Model, &dry, &s.Updated, &s.Code)
+	if err != nil {
+		return s, fmt.Errorf("read task %s: %w", taskID, err)
+	}
+	s.Start, s.End, s.Updated = s.Start.UTC(), s.End.UTC(), s.Updated.UTC()
+	if s.Status == schemas.StatusPartial || s.Status == schemas.StatusFailed {
+		var first string
+		db.QueryRow(ctx, `SELECT message FROM regressd_task_batches WHERE task_id = $1 AND status = 'failed' ORDER BY batch_no LIMIT 1`, taskID).Scan(&first)
+		if s.Message == "" && first != "" {
+			s.Message = fmt.Sprintf("%d of %d batches failed; first failure: %s", s.BatchesFailed, s.Batches, first)
+		}
+		if s.Status == schemas.StatusFailed && s.Code == 0 {
+			s.Code = 502 // every model call failed: the model side, not the caller
+		}
+	}
+	if dry && s.Done() {
+		rows, err := db.Query(ctx, `SELECT preview FROM regressd_task_batches WHERE task_id = $1 AND preview IS NOT NULL ORDER BY batch_no`, taskID)
+		if err != nil {
+			return s, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var b []byte
+			if err := rows.Scan(&b); err != nil {
+				return s, err
+			}
+			var p []schemas.Prediction
+			json.Unmarshal(b, &p)
+			s.Predictions = append(s.Predictions, p...)
+		}
+		for i := range s.Predictions {
+			s.Predictions[i].Time = s.Predictions[i].Time.UTC()
+		}
+	}
+	if s.Updated.IsZero() {
+		s.Updated = time.Now().UTC()
+	}
+	return s, nil
+}

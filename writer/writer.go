@@ -1,0 +1,225 @@
+package writer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tsdb"
+)
+
+// Config configures a Writer.
+type Config struct {
+	// Concurrency is the number of results written at once. Default 4.
+	Concurrency int
+	Logger      *slog.Logger
+}
+
+// Writer writes results.
+type Writer struct {
+	js    jetstream.JetStream
+	pool  *pgxpool.Pool
+	tasks jetstream.KeyValue
+	cfg   Config
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	ensured map[string]bool // regressed tables known to match a tag set
+}
+
+// New binds the task bucket.
+func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Config) (*Writer, error) {
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	kv, err := js.KeyValue(ctx, schemas.BucketTasks)
+	if err != nil {
+		return nil, fmt.Errorf("open task bucket: %w", err)
+	}
+	return &Writer{js: js, pool: pool, tasks: kv, cfg: cfg, log: cfg.Logger, ensured: map[string]bool{}}, nil
+}
+
+// Run consumes results until ctx ends.
+func (w *Writer) Run(ctx context.Context) error {
+	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
+		Stream: schemas.StreamResults, Durable: "writer", Filter: schemas.SubjectResults + ">",
+		AckWait: 30 * time.Second, MaxDeliver: 50,
+		BackOff:     []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute},
+		Concurrency: w.cfg.Concurrency, Logger: w.log,
+	}, w.handle)
+}
+
+// result is a decoded result message.
+type result struct {
+	meta   schemas.TaskMeta
+	batch  int
+	status string
+	msg    string
+	code   int
+	rows   int
+	points []tsdb.Point
+}
+
+func decode(msg jetstream.Msg) (result, error) {
+	var r result
+	h := msg.Headers()
+	if err := json.Unmarshal([]byte(h.Get(schemas.HeaderTask)), &r.meta); err != nil || r.meta.TaskID == "" {
+		return r, fmt.Errorf("result without a readable task header: %v", err)
+	}
+	var err error
+	if r.batch, err = strconv.Atoi(h.Get(schemas.HeaderBatch)); err != nil || r.batch < -1 || r.batch >= max(r.meta.Batches, 1) {
+		return r, fmt.Errorf("result batch %q out of range", h.Get(schemas.HeaderBatch))
+	}
+	r.status, r.msg = h.Get(schemas.HeaderStatus), h.Get(schemas.HeaderMessage)
+	r.code, _ = strconv.Atoi(h.Get("Regressd-Code"))
+	r.rows, _ = strconv.Atoi(h.Get("Regressd-Rows"))
+	switch r.status {
+	case schemas.BatchOK:
+		rec, err := schemas.DecodeRecord(msg.Data(), schemas.ResultSchema)
+		if err != nil {
+			return r, err
+		}
+		defer rec.Release()
+		times := rec.Column(0).(*array.Timestamp)
+		vals := rec.Column(1).(*array.Float64)
+		r.rows = int(rec.NumRows())
+		r.points = make([]tsdb.Point, 0, rec.NumRows())
+		for i := 0; i < int(rec.NumRows()); i++ {
+			if vals.IsNull(i) {
+				continue // the model gave no prediction for this row
+			}
+			r.points = append(r.points, tsdb.Point{Time: times.Value(i).ToTime(arrow.Microsecond).UTC(), Value: vals.Value(i)})
+		}
+	case schemas.BatchFailed, schemas.TaskSkipped:
+	default:
+		return r, fmt.Errorf("result status %q unknown", r.status)
+	}
+	return r, nil
+}
+
+func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
+	r, err := decode(msg)
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	if err := w.apply(ctx, r); err != nil {
+		return err
+	}
+	if err := w.publishSummary(ctx, r.meta.TaskID); err != nil {
+		return err
+	}
+	return msg.DoubleAck(ctx)
+}
+
+// apply commits one result: predictions and ledger in one transaction.
+func (w *Writer) apply(ctx context.Context, r result) error {
+	log := w.log.With("task_id", r.meta.TaskID, "batch", r.batch)
+	series := tsdb.Series{Measurement: r.meta.Measurement, Target: r.meta.Target, Model: r.meta.Model,
+		TagColumns: r.meta.TagColumns, Tags: r.meta.Series}
+	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if err := ensureTask(ctx, tx, r.meta); err != nil {
+			return err
+		}
+		status := r.status
+		if r.batch < 0 {
+			status = "verdict"
+		}
+		fresh, err := claimBatch(ctx, tx, r.meta.TaskID, r.batch, status, r.rows, r.msg)
+		if err != nil || !fresh {
+			if !fresh && err == nil {
+				log.Debug("result already written; redelivery ignored")
+			}
+			return err
+		}
+		if r.batch < 0 {
+			return settleVerdict(ctx, tx, r.meta.TaskID, r.status, r.msg, r.code)
+		}
+		ok := r.status == schemas.BatchOK
+		var written int64
+		var preview []schemas.Prediction
+		switch {
+		case ok && r.meta.DryRun:
+			preview = make([]schemas.Prediction, len(r.points))
+			for i, p := range r.points {
+				preview[i] = schemas.Prediction{Time: p.Time, Value: p.Value}
+			}
+		case ok:
+			if err := w.ensure(ctx, tx, series); err != nil {
+				return err
+			}
+			if written, err = tsdb.WritePredictions(ctx, tx, series, r.points); err != nil {
+				return err
+			}
+		}
+		log.Debug("result written", "status", r.status, "written", written)
+		return finishBatch(ctx, tx, r.meta.TaskID, r.batch, ok, r.rows, written, preview)
+	})
+}
+
+// ensure creates or adapts the regressed table once per process and tag set.
+func (w *Writer) ensure(ctx context.Context, tx pgx.Tx, s tsdb.Series) error {
+	key := s.Measurement + "\x00" + strings.Join(s.TagColumns, "\x00")
+	w.mu.Lock()
+	done := w.ensured[key]
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	// Serialise DDL on one table across writers.
+	h := fnv.New64a()
+	h.Write([]byte(tsdb.RegressedName(s.Measurement)))
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
+		return err
+	}
+	if err := tsdb.EnsureRegressed(ctx, tx, s); err != nil {
+		return err
+	}
+	// Marked only after commit would be exact; a rollback merely repeats the
+	// idempotent DDL next time, so marking now is safe.
+	w.mu.Lock()
+	w.ensured[key] = true
+	w.mu.Unlock()
+	return nil
+}
+
+// publishSummary copies the task's ledger state into the task bucket, where
+// the engine endpoint waits for it.
+func (w *Writer) publishSummary(ctx context.Context, taskID string) error {
+	s, err := summary(ctx, w.pool, taskID)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if _, err := w.tasks.Put(ctx, taskID, b); err != nil {
+		if strings.Contains(err.Error(), "maximum") || strings.Contains(err.Error(), "too large") {
+			s.Predictions = nil
+			s.Message = strings.TrimSpace(s.Message + " (dry-run predictions too many to return; run with a smaller window)")
+			b, _ = json.Marshal(s)
+			_, err = w.tasks.Put(ctx, taskID, b)
+		}
+		if err != nil {
+			return fmt.Errorf("publish task summary: %w", err)
+		}
+	}
+	return nil
+}
