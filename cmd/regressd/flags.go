@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -81,6 +82,8 @@ type stack struct {
 	cluster  *pgcluster.Cluster
 	log      *slog.Logger
 	waits    []func()
+	// metrics write role-specific Prometheus lines on /metrics.
+	metrics []func(w io.Writer)
 }
 
 // onClose registers f to run first in close: waiting for roles to stop.

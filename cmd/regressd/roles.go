@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -160,6 +161,10 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 			return err
 		}
 		s.Routes(mux)
+		st.metrics = append(st.metrics, func(w io.Writer) {
+			fmt.Fprintf(w, "# TYPE regressd_schedule_ticks_total counter\nregressd_schedule_ticks_total %d\n", s.TicksFired.Load())
+			fmt.Fprintf(w, "# TYPE regressd_schedule_ticks_skipped_total counter\nregressd_schedule_ticks_skipped_total %d\n", s.TicksSkipped.Load())
+		})
 		run("scheduler", s.Run)
 	}
 	if c.has(roleProducer) {
@@ -181,6 +186,9 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 		if err != nil {
 			return err
 		}
+		st.metrics = append(st.metrics, func(out io.Writer) {
+			fmt.Fprintf(out, "# TYPE regressd_worker_breaker_open gauge\nregressd_worker_breaker_open %d\n", map[bool]int{true: 1}[w.BreakerState().String() == "open"])
+		})
 		run("worker", w.Run)
 	}
 	if c.has(roleWriter) {
@@ -324,6 +332,9 @@ func health(mux *http.ServeMux, st *stack) {
 		if st.pool != nil {
 			ps := st.pool.Stat()
 			fmt.Fprintf(w, "# TYPE regressd_db_conns gauge\nregressd_db_conns %d\n", ps.TotalConns())
+		}
+		for _, f := range st.metrics {
+			f(w)
 		}
 	})
 }

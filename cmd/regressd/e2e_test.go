@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func args(table string, extra string) string {
+	a := "measurement=" + table + ",field=y,feature_fields=x1 x2,model=" + defaultModel() + ",min_history=20"
+	if extra != "" {
+		a += "," + extra
+	}
+	return a
+}
+
+func window(from, to time.Time) map[string]any {
+	return map[string]any{"start_time": from.Format(time.RFC3339), "end_time": to.Format(time.RFC3339)}
+}
+
+func sourceChecksum(e *env, table string) string {
+	var s string
+	if err := e.pool.QueryRow(context.Background(), `SELECT md5(string_agg(t::text, '|' ORDER BY "time")) FROM `+table+` t`).Scan(&s); err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+func TestWebhookWritesPredictions(t *testing.T) {
+	e := startEnv(t)
+	e.makeTable(seriesSpec{table: "m1", start: t0, rows: 300, gapEach: 10, tags: map[string]string{"host": "a"}})
+	before := sourceChecksum(e, "m1")
+	e.createTrigger("m1", "request:m1", args("m1", "predict_batch_size=7"))
+
+	status, out := e.engine("m1", window(t0, t0.Add(300*time.Hour)))
+	if status != http.StatusOK || out["status"] != "success" || out["task_id"] == "" {
+		t.Fatalf("HTTP %d: %v", status, out)
+	}
+	r := result(t, out)
+	if got, want := r["status"], "success"; got != want {
+		t.Fatalf("result status=%v, want %v (%v)", got, want, r)
+	}
+	if got, want := num(r["written"]), 30; got != want {
+		t.Fatalf("written=%d, want %d", got, want)
+	}
+	if got := e.count(`SELECT count(*) FROM m1_regressed WHERE source = 'm1' AND target = 'y' AND host = 'a' AND model = $1 AND value = value`, defaultModel()); got != 30 {
+		t.Fatalf("rows in m1_regressed=%d, want 30", got)
+	}
+	// One point per predicted row, at that row's timestamp.
+	if got := e.count(`SELECT count(*) FROM m1_regressed r JOIN m1 s ON s."time" = r."time" WHERE s.y IS NULL`); got != 30 {
+		t.Fatalf("predictions at gap timestamps=%d, want 30", got)
+	}
+	if after := sourceChecksum(e, "m1"); after != before {
+		t.Fatal("the source table changed")
+	}
+	// The task is visible by id.
+	tid := out["task_id"].(string)
+	st, body := e.do(http.MethodGet, "/api/v3/engine/m1/tasks/"+tid, nil, nil)
+	if st != http.StatusOK || !strings.Contains(string(body), `"batches": 5`) {
+		t.Fatalf("task lookup HTTP %d: %s", st, body)
+	}
+
+	// skip_existing: a second run over more of the window pays for nothing twice.
+	status, out = e.engine("m1", window(t0, t0.Add(301*time.Hour)))
+	r = result(t, out)
+	if status != http.StatusOK || r["status"] != "skipped" || !strings.Contains(r["message"].(string), "already have a prediction") {
+		t.Fatalf("second run: HTTP %d %v", status, out)
+	}
+	if got := e.count(`SELECT count(*) FROM m1_regressed`); got != 30 {
+		t.Fatalf("rows after second run=%d, want 30", got)
+	}
+}
+
+func TestDryRunAndReplace(t *testing.T) {
+	e := startEnv(t)
+	e.makeTable(seriesSpec{table: "m2", start: t0, rows: 200, gapEach: 20})
+	e.createTrigger("m2", "request:m2", args("m2", "skip_existing=false"))
+
+	body := window(t0, t0.Add(200*time.Hour))
+	body["dry_run"] = true
+	status, out := e.engine("m2", body)
+	r := result(t, out)
+	if status != http.StatusOK || r["status"] != "dry_run" {
+		t.Fatalf("dry run: HTTP %d %v", status, out)
+	}
+	preds, _ := r["predictions"].([]any)
+	if len(preds) != 10 || num(r["written"]) != 0 {
+		t.Fatalf("dry run returned %d predictions, written %v; want 10 and 0", len(preds), r["written"])
+	}
+	if n := e.count(`SELECT count(*) FROM pg_tables WHERE tablename = 'm2_regressed'`); n != 0 {
+		t.Fatal("dry run created the output table")
+	}
+
+	for i := 0; i < 2; i++ { // skip_existing=false: predicted again, replaced, never doubled
+		status, out = e.engine("m2", window(t0, t0.Add(time.Duration(200+i)*time.Hour)))
+		if r := result(t, out); status != http.StatusOK || num(r["written"]) != 10 {
+			t.Fatalf("run %d: HTTP %d %v", i, status, out)
+		}
+	}
+	if got := e.count(`SELECT count(*) FROM m2_regressed`); got != 10 {
+		t.Fatalf("rows=%d, want 10", got)
+	}
+}
+
+func TestEngineEndpointRefusals(t *testing.T) {
+	e := startEnv(t)
+	e.makeTable(seriesSpec{table: "m3", start: t0, rows: 100, gapEach: 5})
+	e.createTrigger("m3", "request:m3", args("m3", ""))
+	w := window(t0, t0.Add(100*time.Hour))
+
+	st, body := e.do(http.MethodPost, "/api/v3/engine/m3", nil, w)
+	if st != http.StatusUnauthorized || !strings.Contains(string(body), "X-Service-Api-Key") {
+		t.Fatalf("no key: HTTP %d %s", st, body)
+	}
+	st, body = e.do(http.MethodPost, "/api/v3/engine/m3", map[string]string{"Authorization": "Api-Key k"}, w)
+	if st != http.StatusUnauthorized || !strings.Contains(string(body), "Authorization header is regressd's own") {
+		t.Fatalf("Authorization only: HTTP %d %s", st, body)
+	}
+	cases := []struct {
+		name    string
+		trigger string
+		body    any
+		status  int
+		want    string
+	}{
+		{"unknown trigger", "nope", w, 404, "no request trigger"},
+		{"unknown body key", "m3", map[string]any{"colour": 1}, 400, `unknown body key "colour"`},
+		{"pinned key", "m3", map[string]any{"field": "x1"}, 400, "set by the trigger"},
+		{"start after end", "m3", window(t0.Add(time.Hour), t0), 400, "not before"},
+		{"not json", "m3", "{", 400, "JSON object"},
+	}
+	for _, tc := range cases {
+		st, out := e.engine(tc.trigger, tc.body)
+		if st != tc.status || out["status"] != "failed" || !strings.Contains(out["message"].(string), tc.want) {
+			t.Errorf("%s: HTTP %d %v, want %d with %q", tc.name, st, out, tc.status, tc.want)
+		}
+	}
+	big := bytes.Repeat([]byte(" "), 10<<20+10)
+	if st, _ := e.do(http.MethodPost, "/api/v3/engine/m3", map[string]string{"X-Service-Api-Key": "k"}, big); st != http.StatusRequestEntityTooLarge {
+		t.Errorf("11 MiB body: HTTP %d, want 413", st)
+	}
+}
+
+func TestRunRulesBeforeTheModel(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	e.makeTable(seriesSpec{table: "multi", start: t0, rows: 60, gapEach: 4, tags: map[string]string{"host": "a"}})
+	e.makeTable(seriesSpec{table: "multi", start: t0, rows: 60, gapEach: 4, tags: map[string]string{"host": "b"}})
+	e.makeTable(seriesSpec{table: "few", start: t0, rows: 30, gapEach: 2})
+	e.makeTable(seriesSpec{table: "full", start: t0, rows: 60})
+	e.makeTable(seriesSpec{table: "big", start: t0, rows: 500, gapEach: 10})
+	if _, err := e.pool.Exec(ctx, `CREATE TABLE texty ("time" timestamptz, y double precision, x1 text, x2 double precision);
+		CREATE TABLE clash ("time" timestamptz, y double precision, x1 double precision, x2 double precision, source text)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range []struct{ name, extra string }{
+		{"multi", ""}, {"multi_one", "tags=host:b"}, {"few", ""}, {"full", ""}, {"big", "max_read_rows=200"},
+		{"texty", ""}, {"clash", ""}, {"missing", ""}, {"badtag", "tags=zone:x"},
+	} {
+		table := map[string]string{"multi_one": "multi", "badtag": "full"}[tr.name]
+		if table == "" {
+			table = tr.name
+		}
+		e.createTrigger(tr.name, "request:"+tr.name, args(table, tr.extra))
+	}
+	w := window(t0, t0.Add(1000*time.Hour))
+	cases := []struct {
+		trigger string
+		status  int
+		result  string // result status, or "failed"
+		want    []string
+	}{
+		{"multi", 400, "failed", []string{"2 series", "host=a", "host=b", "tags"}},
+		{"multi_one", 200, "success", nil},
+		{"few", 200, "skipped", []string{"fewer than min_history=20"}},
+		{"full", 200, "skipped", []string{"no rows to predict"}},
+		{"big", 200, "success", nil},
+		{"texty", 400, "failed", []string{`feature "x1" is of type text, not numeric`}},
+		{"clash", 400, "failed", []string{`"source" collides`}},
+		{"missing", 404, "failed", []string{`"missing" does not exist`}},
+		{"badtag", 400, "failed", []string{`tag "zone"`}},
+	}
+	for _, tc := range cases {
+		st, out := e.engine(tc.trigger, w)
+		if st != tc.status {
+			t.Errorf("%s: HTTP %d %v, want %d", tc.trigger, st, out, tc.status)
+			continue
+		}
+		msg, _ := out["message"].(string)
+		got := out["status"]
+		if r, ok := out["result"].(map[string]any); ok {
+			got, _ = r["status"], 0
+			msg, _ = r["message"].(string)
+		}
+		if got != tc.result {
+			t.Errorf("%s: status %v, want %s (%v)", tc.trigger, got, tc.result, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: message %q lacks %q", tc.trigger, msg, w)
+			}
+		}
+		if tc.trigger == "big" {
+			r := result(t, out)
+			if r["read_truncated"] != true || num(r["read_rows"]) != 200 || num(r["written"]) != 20 {
+				t.Errorf("big: %v, want the newest 200 rows read, cut flagged, 20 written", r)
+			}
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM pg_tables WHERE tablename IN ('few_regressed', 'texty_regressed', 'clash_regressed', 'full_regressed')`); n != 0 {
+		t.Errorf("%d output tables created by runs that must not call the model", n)
+	}
+}
+
+func TestScheduleWritesEachRowOnce(t *testing.T) {
+	e := startEnv(t)
+	now := time.Now().UTC()
+	e.makeTable(seriesSpec{table: "sched", start: now.Add(-100 * time.Hour), rows: 100, gapEach: 5})
+	e.createTrigger("sched", "every:1s", args("sched", "window=10d"))
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if e.count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'sched' AND status <> 'running'`) >= 3 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := e.count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'sched' AND status <> 'running'`); n < 3 {
+		t.Fatalf("only %d scheduled runs finished", n)
+	}
+	if got := e.count(`SELECT count(*) FROM sched_regressed`); got != 20 {
+		t.Fatalf("rows=%d, want 20 (each gap once)", got)
+	}
+	if got := e.count(`SELECT count(DISTINCT "time") FROM sched_regressed`); got != 20 {
+		t.Fatalf("distinct times=%d, want 20", got)
+	}
+	if got := e.count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'sched' AND status = 'success'`); got != 1 {
+		t.Fatalf("%d runs wrote; want exactly 1 (the rest skipped)", got)
+	}
+}
+
+func TestServiceKeyNeverStored(t *testing.T) {
+	const key = "KEY-canary-7f3e9b1d5c"
+	e := startEnv(t)
+	e.makeTable(seriesSpec{table: "k", start: t0, rows: 100, gapEach: 5})
+	e.createTrigger("k", "request:k", args("k", ""))
+	st, body := e.do(http.MethodPost, "/api/v3/engine/k", map[string]string{"X-Service-Api-Key": key}, window(t0, t0.Add(100*time.Hour)))
+	if st != http.StatusOK {
+		t.Fatalf("HTTP %d %s", st, body)
+	}
+	if strings.Contains(e.logs.String(), key) {
+		t.Error("the key appears in the logs")
+	}
+	if n := e.count(`SELECT count(*) FROM (
+		SELECT row_to_json(t)::text AS j FROM regressd_tasks t UNION ALL
+		SELECT row_to_json(b)::text FROM regressd_task_batches b UNION ALL
+		SELECT row_to_json(r)::text FROM k_regressed r) x WHERE j LIKE '%' || $1 || '%'`, key); n != 0 {
+		t.Errorf("the key appears in %d database rows", n)
+	}
+	e.stop() // flush the stream store to disk
+	found := ""
+	filepath.WalkDir(filepath.Join(e.dataDir, "nats"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(key)) {
+				found = p
+			}
+		}
+		return nil
+	})
+	if found != "" {
+		t.Errorf("the key is stored in plain text in %s", found)
+	}
+}

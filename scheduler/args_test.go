@@ -1,0 +1,227 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regressd/regressd/schemas"
+)
+
+const base = "measurement=m,field=y,feature_fields=a b,model=regressd/model-x"
+
+func TestResolveArgsDefaults(t *testing.T) {
+	args, err := SplitArgs(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ResolveArgs(args, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := schemas.RunArgs{Measurement: "m", Field: "y", FeatureFields: []string{"a", "b"}, Model: "regressd/model-x",
+		Window: schemas.Duration(30 * 24 * time.Hour), MinHistory: 50, MaxTrainRows: 1000, SkipExisting: true,
+		PredictBatchSize: 1000, RequestTimeout: schemas.Duration(300 * time.Second), MaxPredictRows: 5000,
+		MaxReadRows: 50000, MaxRetries: 3}
+	if got := r; !equalArgs(got, want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+}
+
+func equalArgs(a, b schemas.RunArgs) bool {
+	return a.Measurement == b.Measurement && a.Field == b.Field && strings.Join(a.FeatureFields, " ") == strings.Join(b.FeatureFields, " ") &&
+		a.Model == b.Model && a.Window == b.Window && a.MinHistory == b.MinHistory && a.MaxTrainRows == b.MaxTrainRows &&
+		a.SkipExisting == b.SkipExisting && a.PredictBatchSize == b.PredictBatchSize && a.RequestTimeout == b.RequestTimeout &&
+		a.MaxPredictRows == b.MaxPredictRows && a.MaxReadRows == b.MaxReadRows && a.MaxRetries == b.MaxRetries && len(a.Tags) == len(b.Tags)
+}
+
+func TestResolveArgsErrors(t *testing.T) {
+	cases := []struct {
+		name, args string
+		partial    bool
+		want       []string // every fragment must appear in the one error
+	}{
+		{"missing required", "field=y", false, []string{`"measurement" is required`, `"feature_fields" is required`, `"model" is required`}},
+		{"partial allows missing", "window=7d", true, nil},
+		{"unknown key lists valid", base + ",colour=red", false, []string{`unknown argument "colour"`, "valid: feature_fields"}},
+		{"duplicate key", base + ",window=1d,window=2d", false, []string{`"window" given twice`}},
+		{"not key=value", base + ",oops", false, []string{`"oops" is not key=value`}},
+		{"bad duration", base + ",window=soon", false, []string{"window: bad duration"}},
+		{"bad int", base + ",min_history=lots", false, []string{"min_history: \"lots\" is not a whole number"}},
+		{"int below one", base + ",predict_batch_size=0", false, []string{"predict_batch_size: must be at least 1"}},
+		{"bad bool", base + ",skip_existing=maybe", false, []string{"skip_existing"}},
+		{"min_history over max_train_rows", base + ",min_history=10,max_train_rows=5", false, []string{"min_history (10) must not exceed max_train_rows (5)"}},
+		{"feature is target", "measurement=m,field=y,feature_fields=a y,model=v/m", false, []string{`contains the target "y"`}},
+		{"feature is time", "measurement=m,field=y,feature_fields=a time,model=v/m", false, []string{`contains "time"`}},
+		{"malformed tags", base + ",tags=host", false, []string{`"host" is not tag_key:tag_value`}},
+		{"bad slug", "measurement=m,field=y,feature_fields=a,model=nomodel", false, []string{"not a slug"}},
+		{"key refused", base + ",api_key=secret", false, []string{`"api_key" is not accepted`}},
+		{"all at once", "field=time,min_history=x,window=0d", false, []string{"measurement", "min_history", "window", `field "time"`}},
+		{"long measurement", "measurement=" + strings.Repeat("m", 60) + ",field=y,feature_fields=a,model=v/m", false, []string{"63-byte"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args, splitErr := SplitArgs(tc.args)
+			_, err := ResolveArgs(args, tc.partial, nil)
+			if splitErr != nil {
+				err = splitErr
+			}
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestFeaturesDeduplicated(t *testing.T) {
+	args, _ := SplitArgs("measurement=m,field=y,feature_fields=a b a  c b,model=v/m")
+	r, err := ResolveArgs(args, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(r.FeatureFields, ","), "a,b,c"; got != want {
+		t.Fatalf("features=%s, want %s", got, want)
+	}
+}
+
+func TestTagsParsed(t *testing.T) {
+	args, _ := SplitArgs(base + ",tags=host:a region:eu-1")
+	r, err := ResolveArgs(args, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Tags["host"] != "a" || r.Tags["region"] != "eu-1" || len(r.Tags) != 2 {
+		t.Fatalf("tags=%v", r.Tags)
+	}
+}
+
+func TestModelCheck(t *testing.T) {
+	args, _ := SplitArgs(base)
+	_, err := ResolveArgs(args, false, func(s string) error {
+		if s == "regressd/model-x" {
+			return errModel
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "not routable") {
+		t.Fatalf("err=%v, want the model check's error", err)
+	}
+}
+
+var errModel = errorString("model not routable")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+func TestResolveWindow(t *testing.T) {
+	now := time.Date(2026, 5, 10, 12, 0, 0, 0, time.UTC)
+	day := 24 * time.Hour
+	at := func(s string) *time.Time { v, _ := time.Parse(time.RFC3339, s); return &v }
+	cases := []struct {
+		name       string
+		start, end *time.Time
+		wantS      time.Time
+		wantE      time.Time
+		err        bool
+	}{
+		{"neither", nil, nil, now.Add(-30 * day), now, false},
+		{"start only", at("2026-05-01T00:00:00Z"), nil, *at("2026-05-01T00:00:00Z"), now, false},
+		{"end only", nil, at("2026-04-30T00:00:00Z"), at("2026-04-30T00:00:00Z").Add(-30 * day), *at("2026-04-30T00:00:00Z"), false},
+		{"both", at("2026-01-01T00:00:00Z"), at("2026-02-01T00:00:00Z"), *at("2026-01-01T00:00:00Z"), *at("2026-02-01T00:00:00Z"), false},
+		{"start after end", at("2026-02-01T00:00:00Z"), at("2026-01-01T00:00:00Z"), time.Time{}, time.Time{}, true},
+		{"start equals end", at("2026-02-01T00:00:00Z"), at("2026-02-01T00:00:00Z"), time.Time{}, time.Time{}, true},
+		{"start in the future", at("2027-01-01T00:00:00Z"), nil, time.Time{}, time.Time{}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, e, err := ResolveWindow(tc.start, tc.end, 30*day, now)
+			if tc.err {
+				if err == nil {
+					t.Fatalf("no error for [%s, %s)", s, e)
+				}
+				return
+			}
+			if err != nil || !s.Equal(tc.wantS) || !e.Equal(tc.wantE) {
+				t.Fatalf("got [%s, %s) err=%v, want [%s, %s)", s, e, err, tc.wantS, tc.wantE)
+			}
+			if s.Location() != time.UTC || e.Location() != time.UTC {
+				t.Fatalf("window not in UTC")
+			}
+		})
+	}
+}
+
+func TestParseEngineBody(t *testing.T) {
+	pinned := map[string]string{"measurement": "m", "field": "y", "model": "v/m"}
+	cases := []struct {
+		name, body string
+		want       string // error fragment, "" for none
+		check      func(t *testing.T, r EngineRequest)
+	}{
+		{"empty object", `{}`, "", nil},
+		{"empty body", ``, "", nil},
+		{"nulls mean default", `{"start_time":null,"feature_fields":null,"dry_run":null}`, "", func(t *testing.T, r EngineRequest) {
+			if r.Start != nil || r.DryRun || r.Args["feature_fields"] != "" {
+				t.Fatalf("nulls were not defaults: %+v", r)
+			}
+		}},
+		{"list and object forms", `{"feature_fields":["a","b"],"tags":{"host":"x"}}`, "", func(t *testing.T, r EngineRequest) {
+			if r.Args["feature_fields"] != "a b" || r.Args["tags"] != "host:x" {
+				t.Fatalf("args=%v", r.Args)
+			}
+		}},
+		{"times and dry run", `{"start_time":"2026-01-01T00:00:00Z","end_time":"2026-01-02","dry_run":true}`, "", func(t *testing.T, r EngineRequest) {
+			if r.Start == nil || r.End == nil || !r.DryRun || r.End.Day() != 2 {
+				t.Fatalf("req=%+v", r)
+			}
+		}},
+		{"unknown key", `{"colour":"red"}`, `unknown body key "colour"`, nil},
+		{"key in body", `{"api_key":"x"}`, `"api_key" is not accepted`, nil},
+		{"pinned", `{"measurement":"other"}`, "measurement is set by the trigger", nil},
+		{"bad time", `{"start_time":"yesterday"}`, "not an ISO 8601", nil},
+		{"not an object", `[1]`, "JSON object", nil},
+		{"bad dry_run", `{"dry_run":"yes"}`, "dry_run must be true or false", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseEngineBody([]byte(tc.body), pinned)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.check != nil {
+					tc.check(t, r)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err=%v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseSpec(t *testing.T) {
+	for _, ok := range []string{"request:run_me", "every:15m", "every:1d", "cron:*/5 * * * *", "cron:0 */5 * * * *", "cron:@hourly"} {
+		if _, err := ParseSpec(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "request:", "request:a/b", "every:soon", "every:100ms", "cron:61 * * * *", "sometimes:1h"} {
+		if _, err := ParseSpec(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
