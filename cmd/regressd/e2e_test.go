@@ -15,7 +15,11 @@ import (
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func args(table string, extra string) string {
-	a := "measurement=" + table + ",field=y,feature_fields=x1 x2,model=" + defaultModel() + ",min_history=20"
+	return argsModel(table, defaultModel(), extra)
+}
+
+func argsModel(table, model, extra string) string {
+	a := "measurement=" + table + ",field=y,feature_fields=x1 x2,model=" + model + ",min_history=20"
 	if extra != "" {
 		a += "," + extra
 	}

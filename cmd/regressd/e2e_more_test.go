@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/regressd/regressd/scheduler"
+	"github.com/regressd/regressd/schemas"
+)
+
+func TestTriggerCommands(t *testing.T) {
+	e := startEnv(t)
+	var out bytes.Buffer
+	cli := func(args ...string) error {
+		out.Reset()
+		m := &Main{Stdout: &out, Stderr: &out}
+		return m.Run(context.Background(), append([]string{"trigger", "--server", e.url}, args...))
+	}
+	if err := cli("create", "weather", "--spec", "every:15m", "--args", "measurement=w,field=y,feature_fields=a b,model="+defaultModel()); err != nil {
+		t.Fatalf("create: %v: %s", err, out.String())
+	}
+	if err := cli("create", "weather", "--spec", "every:15m", "--args", "measurement=w,field=y,feature_fields=a,model="+defaultModel()); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("duplicate create: %v", err)
+	}
+	err := cli("create", "bad", "--spec", "every:15m", "--args", "measurement=w,field=y,min_history=0,colour=red")
+	for _, want := range []string{"feature_fields", "model", "min_history", `unknown argument "colour"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("bad create: %v lacks %q", err, want)
+		}
+	}
+	if err := cli("list"); err != nil || !strings.Contains(out.String(), "weather") || !strings.Contains(out.String(), "enabled") {
+		t.Fatalf("list: %v %s", err, out.String())
+	}
+	if err := cli("disable", "weather"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli("show", "weather"); err != nil || !strings.Contains(out.String(), "state:    disabled") || !strings.Contains(out.String(), "feature_fields=a b") {
+		t.Fatalf("show: %v %s", err, out.String())
+	}
+	if err := cli("enable", "weather"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli("delete", "weather"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cli("show", "weather"); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("show after delete: %v", err)
+	}
+	if err := cli("frobnicate"); err == nil || !strings.Contains(err.Error(), "unknown trigger action") {
+		t.Fatalf("unknown action: %v", err)
+	}
+	bad := &Main{Stdout: &out, Stderr: &out}
+	if err := bad.Run(context.Background(), []string{"trigger", "--server", "http://127.0.0.1:1", "list"}); err == nil || !strings.Contains(err.Error(), "cannot reach regressd") {
+		t.Fatalf("unreachable server: %v", err)
+	}
+}
+
+func TestDisabledTriggerRefused(t *testing.T) {
+	e := startEnv(t)
+	e.createTrigger("off", "request:off", args("off", ""))
+	if st, _ := e.do(http.MethodPost, "/api/v3/configure/processing_engine_trigger/disable?trigger_name=off", nil, nil); st != 200 {
+		t.Fatalf("disable: HTTP %d", st)
+	}
+	st, out := e.engine("off", map[string]any{})
+	if st != http.StatusConflict || !strings.Contains(out["message"].(string), "disabled") {
+		t.Fatalf("HTTP %d %v", st, out)
+	}
+}
+
+func TestSameWindowIsOneJob(t *testing.T) {
+	e := startEnv(t)
+	pub, err := scheduler.NewPublisher(context.Background(), e.st.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := schemas.Job{Trigger: "dup", Start: t0, End: t0.Add(time.Hour), Origin: "schedule"}
+	id1, dup1, err := pub.Publish(context.Background(), job, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, dup2, err := pub.Publish(context.Background(), job, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id1 != id2 || dup1 || !dup2 {
+		t.Fatalf("ids %s %s, duplicate flags %v %v: want one job", id1, id2, dup1, dup2)
+	}
+	id3, dup3, _ := pub.Publish(context.Background(), job, "rerun-1")
+	if id3 == id1 || dup3 {
+		t.Fatalf("a deliberate re-run must be a new job")
+	}
+}
+
+// fakeVendor stands in for the vendor's hosted gateway, which we cannot run:
+// it answers like the real one, and fails the calls fail() picks.
+func fakeVendor(t *testing.T, fail func(call int64) int) (*httptest.Server, *atomic.Int64) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		if r.Header.Get("Authorization") != "Api-Key test-key" {
+			w.WriteHeader(http.StatusForbidden)
+			json.NewEncoder(w).Encode(map[string]string{"error": "bad key"})
+			return
+		}
+		if code := fail(n); code != 0 {
+			w.WriteHeader(code)
+			json.NewEncoder(w).Encode(map[string]string{"error": "injected"})
+			return
+		}
+		var req struct {
+			XTest [][]*float64 `json:"X_test"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		preds := make([]float64, len(req.XTest))
+		for i, row := range req.XTest {
+			preds[i] = *row[0]*2 - *row[1]
+		}
+		json.NewEncoder(w).Encode(map[string]any{"task": "regression", "predictions": preds,
+			"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+func TestPartialKeepsEarlierBatches(t *testing.T) {
+	// The second call fails for good (400): the first batch stays written.
+	vendor, _ := fakeVendor(t, func(n int64) int {
+		if n == 2 {
+			return http.StatusBadRequest
+		}
+		return 0
+	})
+	e := startEnv(t, "--predictor", "remote", "--gateway-url", vendor.URL, "--concurrency", "1")
+	e.makeTable(seriesSpec{table: "p", start: t0, rows: 100, gapEach: 5})
+	e.createTrigger("p", "request:p", argsModel("p", "vendor/model-x", "predict_batch_size=10"))
+	st, out := e.engine("p", window(t0, t0.Add(100*time.Hour)))
+	r := result(t, out)
+	if st != http.StatusOK || r["status"] != "partial" || num(r["written"]) != 10 || num(r["remaining"]) != 10 {
+		t.Fatalf("HTTP %d %v, want partial with 10 written and 10 remaining", st, out)
+	}
+	if got := e.count(`SELECT count(*) FROM p_regressed`); got != 10 {
+		t.Fatalf("rows=%d, want 10", got)
+	}
+}
+
+func TestAllBatchesFailingIsFailed(t *testing.T) {
+	vendor, _ := fakeVendor(t, func(int64) int { return http.StatusNotFound })
+	e := startEnv(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+	e.makeTable(seriesSpec{table: "f", start: t0, rows: 100, gapEach: 5})
+	e.createTrigger("f", "request:f", argsModel("f", "vendor/model-x", "predict_batch_size=10"))
+	st, out := e.engine("f", window(t0, t0.Add(100*time.Hour)))
+	if st < 500 || out["status"] != "failed" || !strings.Contains(out["message"].(string), "2 of 2 batches failed") {
+		t.Fatalf("HTTP %d %v, want a 5xx failed run", st, out)
+	}
+}
+
+func TestTransientGatewayErrorsAreRetried(t *testing.T) {
+	vendor, calls := fakeVendor(t, func(n int64) int {
+		if n <= 2 {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	e := startEnv(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+	e.makeTable(seriesSpec{table: "r", start: t0, rows: 100, gapEach: 5})
+	e.createTrigger("r", "request:r", argsModel("r", "vendor/model-x", ""))
+	st, out := e.engine("r", window(t0, t0.Add(100*time.Hour)))
+	if r := result(t, out); st != http.StatusOK || r["status"] != "success" || num(r["written"]) != 20 {
+		t.Fatalf("HTTP %d %v", st, out)
+	}
+	if calls.Load() < 3 {
+		t.Fatalf("calls=%d, want the 503s retried", calls.Load())
+	}
+}
