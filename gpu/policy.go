@@ -598,7 +598,8 @@ func (p Policy) ClampHost(hostBytes, maxHostBytes int64) (Policy, []string) {
 		if gibToBytes(*p.HostBudgetAbsoluteGB) <= maxHostBytes {
 			return p, nil
 		}
-		capped := bytesToGiB(maxHostBytes)
+		// Round down to a readable figure that stays within the cap.
+		capped := math.Floor(bytesToGiB(maxHostBytes)*1000) / 1000
 		p.HostBudgetAbsoluteGB = &capped
 		return p, []string{"host_budget_absolute_gb"}
 	}

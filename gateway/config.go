@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/regressd/regressd/gpu"
+)
+
+// Config configures the /predict server. The zero value is valid: every
+// field has a default, applied by NewServer.
+type Config struct {
+	// MaxBodyBytes is the largest request body accepted, in bytes; a larger
+	// body gets 413. Default 25 MB (25,000,000), the hosted service's cap.
+	MaxBodyBytes int64
+
+	// RatePerMinute is the sustained number of requests per minute allowed
+	// per key; past it a request gets 429 with Retry-After. Default 50, the
+	// hosted service's documented rate.
+	RatePerMinute float64
+	// RateBurst is how many requests a key may send back to back before
+	// RatePerMinute paces it. Default 10.
+	RateBurst int
+
+	// MaxConcurrent is the number of predictions computed at once. Default 2.
+	MaxConcurrent int
+	// MaxQueue is how many requests may wait for a prediction slot; one more
+	// gets 503 with Retry-After. Default 4 × MaxConcurrent.
+	MaxQueue int
+	// QueueTimeout is the longest a request waits for a slot before 503 with
+	// Retry-After. Default 60 s.
+	QueueTimeout time.Duration
+
+	// DeviceMemoryBytes is the device memory the engine and the GPU budgets
+	// use, in bytes (the --device-memory flag). Default
+	// gpu.DefaultDeviceMemoryBytes (24 GiB), as the vendor assumes when the
+	// card is unknown.
+	DeviceMemoryBytes int64
+	// HostMemoryBytes is the host RAM the host budgets apply to, in bytes.
+	// Default gpu.HostMemoryBytes() (the smaller of RAM and the cgroup
+	// limit); when that is unknown, fractional host budgets are 0.
+	HostMemoryBytes int64
+	// MaxHostBudgetBytes is the most host RAM one request's offloaded cache
+	// may claim, in bytes; larger host budgets are capped and listed in the
+	// memory report's `clamped`. Default HostMemoryBytes / 4 (the default
+	// policy's share, so a default request is never clamped); negative
+	// means no cap. With many predictions in flight, set it lower.
+	MaxHostBudgetBytes int64
+
+	// DefaultModel is the model slug used when a request names none. Default
+	// "" (the request must name one, as the hosted service requires).
+	DefaultModel string
+}
+
+// Defaults of Config, exported for flag help texts.
+const (
+	DefaultMaxBodyBytes  int64   = 25_000_000
+	DefaultRatePerMinute float64 = 50
+	DefaultRateBurst             = 10
+	DefaultMaxConcurrent         = 2
+	DefaultQueueTimeout          = 60 * time.Second
+)
+
+func (c *Config) setDefaults() {
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.RatePerMinute == 0 {
+		c.RatePerMinute = DefaultRatePerMinute
+	}
+	if c.RateBurst == 0 {
+		c.RateBurst = DefaultRateBurst
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = 4 * c.MaxConcurrent
+	}
+	if c.QueueTimeout == 0 {
+		c.QueueTimeout = DefaultQueueTimeout
+	}
+	if c.DeviceMemoryBytes == 0 {
+		c.DeviceMemoryBytes = gpu.DefaultDeviceMemoryBytes
+	}
+	if c.HostMemoryBytes == 0 {
+		c.HostMemoryBytes = gpu.HostMemoryBytes()
+	}
+	if c.MaxHostBudgetBytes == 0 {
+		c.MaxHostBudgetBytes = c.HostMemoryBytes / 4
+	}
+}
+
+// Validate reports every problem with c at once. Call it after defaults are
+// applied (NewServer does both).
+func (c *Config) Validate() error {
+	var errs []error
+	if c.MaxBodyBytes <= 0 {
+		errs = append(errs, fmt.Errorf("max body bytes %d: must be positive", c.MaxBodyBytes))
+	}
+	if !(c.RatePerMinute > 0) {
+		errs = append(errs, fmt.Errorf("rate per minute %v: must be positive", c.RatePerMinute))
+	}
+	if c.RateBurst < 1 {
+		errs = append(errs, fmt.Errorf("rate burst %d: must be at least 1", c.RateBurst))
+	}
+	if c.MaxConcurrent < 1 {
+		errs = append(errs, fmt.Errorf("max concurrent %d: must be at least 1", c.MaxConcurrent))
+	}
+	if c.MaxQueue < 0 {
+		errs = append(errs, fmt.Errorf("max queue %d: must not be negative", c.MaxQueue))
+	}
+	if c.QueueTimeout < 0 {
+		errs = append(errs, fmt.Errorf("queue timeout %v: must not be negative", c.QueueTimeout))
+	}
+	if c.DeviceMemoryBytes < 0 {
+		errs = append(errs, fmt.Errorf("device memory %d bytes: must not be negative", c.DeviceMemoryBytes))
+	}
+	if c.HostMemoryBytes < 0 {
+		errs = append(errs, fmt.Errorf("host memory %d bytes: must not be negative", c.HostMemoryBytes))
+	}
+	if c.DefaultModel != "" {
+		if _, ok := gpu.LookupModel(c.DefaultModel); !ok {
+			errs = append(errs, fmt.Errorf("default model %q: not a built-in model (see regressd models)", c.DefaultModel))
+		}
+	}
+	return errors.Join(errs...)
+}
