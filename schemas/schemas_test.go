@@ -1,0 +1,105 @@
+package schemas
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+func TestSealRoundTrip(t *testing.T) {
+	s, err := NewSealer([]byte("0123456789abcdef-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := s.Seal("my-key", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(sealed, "my-key") {
+		t.Fatal("sealed text contains the key")
+	}
+	if got, err := s.Open(sealed); err != nil || got != "my-key" {
+		t.Fatalf("open=%q %v", got, err)
+	}
+	other, _ := NewSealer([]byte("another-secret-0123456"))
+	if _, err := other.Open(sealed); err == nil {
+		t.Fatal("opened with the wrong secret")
+	}
+	expired, _ := s.Seal("k", -time.Second)
+	if _, err := s.Open(expired); err != ErrSealExpired {
+		t.Fatalf("expired: %v", err)
+	}
+	if _, err := s.Open("!!!"); err == nil {
+		t.Fatal("opened garbage")
+	}
+	if _, err := NewSealer([]byte("short")); err == nil {
+		t.Fatal("short secret accepted")
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	cases := map[string]time.Duration{"30d": 30 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "15m": 15 * time.Minute, "300s": 300 * time.Second, "1.5d": 36 * time.Hour}
+	for in, want := range cases {
+		if got, err := ParseDuration(in); err != nil || time.Duration(got) != want {
+			t.Errorf("%s: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "d", "0s", "-5m", "soon", "5x"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if got := Duration(30 * 24 * time.Hour).String(); got != "30d" {
+		t.Errorf("String=%s", got)
+	}
+}
+
+func TestArrowRoundTripAndRefusals(t *testing.T) {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, ResultSchema)
+	defer b.Release()
+	b.Field(0).(*array.TimestampBuilder).AppendValues([]arrow.Timestamp{1, 2}, nil)
+	b.Field(1).(*array.Float64Builder).AppendValues([]float64{1.5, 0}, []bool{true, false})
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	body, err := EncodeRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeRecord(body, ResultSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	if got.NumRows() != 2 || got.Column(1).(*array.Float64).Value(0) != 1.5 || !got.Column(1).IsNull(1) {
+		t.Fatalf("round trip lost data: %v", got)
+	}
+	if _, err := DecodeRecord(body, QuerySchema([]string{"a"})); err == nil {
+		t.Fatal("schema mismatch accepted")
+	}
+	for _, bad := range [][]byte{nil, []byte("not arrow"), body[:len(body)/2]} {
+		if _, err := DecodeRecord(bad, nil); err == nil {
+			t.Errorf("decoded %d bad bytes", len(bad))
+		}
+	}
+}
+
+func TestJobIDs(t *testing.T) {
+	s, e := time.Unix(0, 0), time.Unix(3600, 0)
+	a := JobMsgID("t", s, e, "", false)
+	if a != JobMsgID("t", s.In(time.FixedZone("x", 3600)), e, "", false) {
+		t.Fatal("message id depends on the time zone")
+	}
+	if a == JobMsgID("t", s, e, "", true) || a == JobMsgID("t", s, e, "r1", false) {
+		t.Fatal("dry runs and re-runs must get their own ids")
+	}
+	if TaskID(a) != TaskID(a) || !strings.HasPrefix(TaskID(a), "t_") {
+		t.Fatal("task id not deterministic")
+	}
+	if got := SubjectToken("a.b*c>d e"); got != "a_b_c_d_e" {
+		t.Fatalf("SubjectToken=%s", got)
+	}
+}

@@ -1,0 +1,129 @@
+package tsdb
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/regressd/regressd/tsdb/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestDescribeAndReadWindow(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	// A name with a quote, a semicolon and unicode is quoted everywhere.
+	const m = `we"ird; tablé`
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+pgx.Identifier{m}.Sanitize()+` ("time" timestamptz, "ho st" text, y numeric, x real, ok boolean)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{m}.Sanitize()+` VALUES
+		($1, 'a', 1, 10, true), ($2, 'a', NULL, 'NaN', true), ($3, NULL, 'Infinity', 30, false), ($4, 'a', 4, 40, true)`,
+		t0, t0.Add(time.Hour), t0.Add(2*time.Hour), t0.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	db := New(pool)
+	tbl, err := db.Describe(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]Kind{"time": KindTime, "ho st": KindTag, "y": KindField, "x": KindField, "ok": KindOther}
+	for name, want := range kinds {
+		if c, _ := tbl.Column(name); c.Kind != want {
+			t.Errorf("%s: kind %v, want %v", name, c.Kind, want)
+		}
+	}
+	if _, err := db.Describe(ctx, "nope"); err == nil {
+		t.Fatal("missing table described")
+	}
+	w, err := db.ReadWindow(ctx, WindowQuery{Measurement: m, Target: "y", Features: []string{"x"}, TagColumns: []string{"ho st"},
+		Start: t0, End: t0.Add(4 * time.Hour), Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release()
+	if !w.Truncated || w.Record.NumRows() != 3 {
+		t.Fatalf("rows=%d truncated=%v, want the newest 3 and a cut flagged", w.Record.NumRows(), w.Truncated)
+	}
+	times := w.Record.Column(0).(*array.Timestamp)
+	if times.Value(0) >= times.Value(2) {
+		t.Fatal("window not in ascending time order")
+	}
+	y := w.Record.Column(2).(*array.Float64)
+	x := w.Record.Column(3).(*array.Float64)
+	tag := w.Record.Column(1).(*array.String)
+	// Rows 1..3: y NULL, y Inf → empty; x NaN → empty; a NULL tag stays NULL.
+	if !y.IsNull(0) || !x.IsNull(0) || !y.IsNull(1) || !tag.IsNull(1) || y.Value(2) != 4 {
+		t.Fatalf("non-finite values or NULL tags read wrongly: y=%v x=%v tag=%v", y, x, tag)
+	}
+	f, err := db.ReadWindow(ctx, WindowQuery{Measurement: m, Target: "y", Features: []string{"x"}, TagColumns: []string{"ho st"},
+		Filter: map[string]string{"ho st": "a"}, Start: t0, End: t0.Add(4 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Release()
+	if f.Record.NumRows() != 3 || f.Truncated {
+		t.Fatalf("filtered rows=%d", f.Record.NumRows())
+	}
+}
+
+func TestRegressedIdentity(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	db := New(pool)
+	write := func(s Series, pts ...Point) int64 {
+		t.Helper()
+		var n int64
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if err := EnsureRegressed(ctx, tx, s); err != nil {
+				return err
+			}
+			var err error
+			n, err = WritePredictions(ctx, tx, s, pts)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a := Series{Measurement: "m", Target: "y", Model: "v/one", TagColumns: []string{"host"}, Tags: map[string]string{"host": "a"}}
+	null := Series{Measurement: "m", Target: "y", Model: "v/one", TagColumns: []string{"host"}}
+	if n := write(a, Point{t0, 1}, Point{t0.Add(time.Hour), 2}); n != 2 {
+		t.Fatalf("written=%d", n)
+	}
+	write(a, Point{t0, 10})   // replaces
+	write(null, Point{t0, 5}) // another series (NULL host)
+	write(null, Point{t0, 6}) // replaces within the NULL series
+	b := a
+	b.Model = "v/two"
+	write(b, Point{t0, 7}) // another model: its own point
+	var rows int
+	var v float64
+	pool.QueryRow(ctx, `SELECT count(*) FROM m_regressed`).Scan(&rows)
+	pool.QueryRow(ctx, `SELECT value FROM m_regressed WHERE host = 'a' AND model = 'v/one' AND "time" = $1`, t0).Scan(&v)
+	if rows != 4 || v != 10 {
+		t.Fatalf("rows=%d value=%v, want 4 rows and the replaced value 10", rows, v)
+	}
+	existing, err := db.ExistingTimes(ctx, a, t0, t0.Add(2*time.Hour))
+	if err != nil || len(existing) != 2 {
+		t.Fatalf("existing=%v err=%v", existing, err)
+	}
+	// A new tag column on the source: the table and identity follow it.
+	wide := Series{Measurement: "m", Target: "y", Model: "v/one", TagColumns: []string{"host", "zone"}, Tags: map[string]string{"host": "a", "zone": "z"}}
+	write(wide, Point{t0, 11})
+	pool.QueryRow(ctx, `SELECT count(*) FROM m_regressed`).Scan(&rows)
+	if rows != 5 {
+		t.Fatalf("rows=%d after a new tag, want 5", rows)
+	}
+	if none, err := db.ExistingTimes(ctx, Series{Measurement: "absent", Target: "y"}, t0, t0.Add(time.Hour)); err != nil || len(none) != 0 {
+		t.Fatalf("missing output table: %v %v", none, err)
+	}
+}
