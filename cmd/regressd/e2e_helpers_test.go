@@ -123,7 +123,12 @@ func (e *env) makeTable(s seriesSpec) {
 
 func (e *env) createTrigger(name, spec, args string) {
 	e.t.Helper()
-	status, body := e.do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", nil,
+	e.createTriggerWith(nil, name, spec, args)
+}
+
+func (e *env) createTriggerWith(headers map[string]string, name, spec, args string) {
+	e.t.Helper()
+	status, body := e.do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", headers,
 		map[string]any{"trigger_name": name, "trigger_specification": spec, "trigger_arguments": args})
 	if status != http.StatusCreated {
 		e.t.Fatalf("create trigger: HTTP %d: %s", status, body)

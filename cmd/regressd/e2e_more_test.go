@@ -179,3 +179,30 @@ func TestTransientGatewayErrorsAreRetried(t *testing.T) {
 		t.Fatalf("calls=%d, want the 503s retried", calls.Load())
 	}
 }
+
+func TestBearerAuthorization(t *testing.T) {
+	t.Setenv("REGRESSD_AUTH_TOKENS", "tok-one, tok-two")
+	e := startEnv(t)
+	e.createTriggerWith(map[string]string{"Authorization": "Bearer tok-two"}, "a", "request:a", args("a", ""))
+	for _, h := range []map[string]string{nil, {"Authorization": "Bearer nope"}, {"Authorization": "Api-Key tok-one"}} {
+		st, body := e.do(http.MethodGet, "/api/v3/configure/processing_engine_trigger", h, nil)
+		if st != http.StatusUnauthorized || !strings.Contains(string(body), "Bearer") {
+			t.Errorf("headers %v: HTTP %d %s, want 401", h, st, body)
+		}
+	}
+	// The engine endpoint needs both: regressd's token and the service key.
+	st, body := e.do(http.MethodPost, "/api/v3/engine/a", map[string]string{"Authorization": "Bearer tok-one"}, "{}")
+	if st != http.StatusUnauthorized || !strings.Contains(string(body), "X-Service-Api-Key") {
+		t.Errorf("token without service key: HTTP %d %s", st, body)
+	}
+}
+
+func TestNonLoopbackNeedsTokens(t *testing.T) {
+	rc := &roleCommand{m: &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}, roles: []role{roleScheduler}, synopsis: "t"}
+	fs := rc.flags()
+	fs.Parse([]string{"--http-addr", "0.0.0.0:0", "--data-dir", t.TempDir()})
+	err := rc.start(context.Background(), &stack{log: rc.common.logger(rc.m)}, rc.common.logger(rc.m))
+	if err == nil || !strings.Contains(err.Error(), "REGRESSD_AUTH_TOKENS") {
+		t.Fatalf("err=%v", err)
+	}
+}
