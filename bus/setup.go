@@ -73,6 +73,12 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
 			Description: "messages that could not be processed, with the reason",
 		},
+		{
+			Name: StreamAdvisories, Subjects: advisorySubjects(),
+			Retention: jetstream.LimitsPolicy, MaxAge: 7 * 24 * time.Hour,
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas,
+			Description: "the server's max-deliveries advisories, until the DLQ holds the messages they name",
+		},
 	}
 	for _, sc := range streams {
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/nats-io/nats.go"
@@ -57,9 +56,11 @@ func New(ctx context.Context, js jetstream.JetStream, db *tsdb.DB, cfg Config) (
 func (p *Producer) Run(ctx context.Context) error {
 	return bus.Consume(ctx, p.js, bus.ConsumerConfig{
 		Stream: schemas.StreamJobs, Durable: "producer", Filter: schemas.SubjectJobs + ">",
-		AckWait: 60 * time.Second, MaxDeliver: 10,
-		BackOff:     []time.Duration{60 * time.Second, 2 * time.Minute, 5 * time.Minute},
-		Concurrency: p.cfg.Concurrency, Logger: p.log,
+		// A failed read is retried with growing delays (1s … 60s) for about
+		// a quarter of an hour of database trouble before the job is
+		// dead-lettered and its task failed.
+		AckWait: bus.DefaultAckWait, MaxDeliver: 20,
+		Concurrency: p.cfg.Concurrency, OnDeadLetter: p.onDeadLetter, Logger: p.log,
 	}, p.handle)
 }
 
@@ -71,8 +72,7 @@ func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if job.Schema != schemas.Version || job.TaskID == "" {
 		return bus.Permanent(fmt.Errorf("job schema %q with task id %q is not one this producer reads", job.Schema, job.TaskID))
 	}
-	stop := bus.KeepAlive(msg, 15*time.Second)
-	defer stop()
+	// bus.Consume keeps the message alive while the window is read.
 	if err := p.Plan(ctx, job); err != nil {
 		return err
 	}
@@ -96,6 +96,9 @@ func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
 		TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement, Target: job.Args.Field,
 		Model: job.Args.Model, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
 		Origin: job.Origin, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
+	}
+	if done, err := p.resumePlan(ctx, job, log); done || err != nil {
+		return err
 	}
 	err := p.plan(ctx, job, &meta, log)
 	var v *verdict
@@ -178,21 +181,9 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	meta.Batches = (len(queries) + a.PredictBatchSize - 1) / a.PredictBatchSize
 	log.Info("task planned", "context_rows", meta.ContextRows, "query_rows", meta.QueryRows, "batches", meta.Batches,
 		"skipped_existing", meta.SkippedExists, "read_rows", meta.ReadRows)
-	hdr, err := json.Marshal(meta)
-	if err != nil {
-		return err
-	}
-	return w.queryBatches(a.FeatureFields, queries, a.PredictBatchSize, func(n int, rec arrow.RecordBatch) error {
-		body, err := schemas.EncodeRecord(rec)
-		if err != nil {
-			return err
-		}
-		m := &nats.Msg{Subject: schemas.SubjectBatches + schemas.SubjectToken(job.Trigger), Data: body, Header: nats.Header{}}
-		m.Header.Set(schemas.HeaderSchema, schemas.Version)
-		m.Header.Set(schemas.HeaderTask, string(hdr))
-		m.Header.Set(schemas.HeaderBatch, strconv.Itoa(n))
-		_, err = p.js.PublishMsg(ctx, m, jetstream.WithMsgID(job.TaskID+":"+strconv.Itoa(n)))
-		return err
+	// One record of every query row, stored as the plan, then cut into batches.
+	return w.queryBatches(a.FeatureFields, queries, len(queries), func(_ int, rec arrow.RecordBatch) error {
+		return p.publishPlan(ctx, *meta, rec, a.PredictBatchSize, true)
 	})
 }
 

@@ -107,11 +107,15 @@ func (w *Worker) BreakerState() gobreaker.State { return w.cb.State() }
 func (w *Worker) Run(ctx context.Context) error {
 	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
 		Stream: schemas.StreamBatches, Durable: "worker", Filter: schemas.SubjectBatches + ">",
-		AckWait: 60 * time.Second, MaxDeliver: w.cfg.MaxDeliver + 2,
-		BackOff:     []time.Duration{60 * time.Second, 2 * time.Minute, 5 * time.Minute},
-		Concurrency: w.cfg.Concurrency,
-		Gate:        func() bool { return w.cb.State() != gobreaker.StateOpen },
-		Logger:      w.log,
+		// The worker itself turns the MaxDeliver-th failure into a failed
+		// batch; the two spare deliveries are for crashes.
+		AckWait: bus.DefaultAckWait, MaxDeliver: w.cfg.MaxDeliver + 2,
+		// A slow gateway may take request_timeout × (max_retries+1), plus a
+		// cold start, before it answers.
+		MaxWork:      2 * time.Hour,
+		Concurrency:  w.cfg.Concurrency,
+		Gate:         func() bool { return w.cb.State() != gobreaker.StateOpen },
+		OnDeadLetter: w.onDeadLetter, Logger: w.log,
 	}, w.handle)
 }
 
@@ -131,8 +135,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 	defer rec.Release()
 	log := w.log.With("task_id", meta.TaskID, "batch", batchNo)
 
-	stop := bus.KeepAlive(msg, 15*time.Second)
-	defer stop()
+	// bus.Consume keeps the message alive (InProgress) while it is predicted.
 	preds, err := w.predict(ctx, meta, rec)
 	if err != nil && !IsFinal(err) {
 		md, _ := msg.Metadata()
@@ -170,8 +173,16 @@ func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.R
 	req := Request{Model: meta.Model, ContextID: meta.ContextDigest, X: x, Y: y, Xq: xq, Key: key,
 		Timeout: time.Duration(meta.RequestTimeout), MaxRetries: meta.MaxRetries}
 	preds, err := w.cb.Execute(func() ([]float64, error) { return w.cfg.Predictor.Predict(ctx, req) })
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		return nil, err
+	for errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		// The breaker refused the call: hold the batch until it lets calls
+		// through, rather than nak it and spend one of its deliveries on a
+		// call never made. The consumer pulls nothing new meanwhile.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		preds, err = w.cb.Execute(func() ([]float64, error) { return w.cfg.Predictor.Predict(ctx, req) })
 	}
 	if err == nil && len(preds) != len(xq) {
 		return nil, Final(fmt.Errorf("model returned %d predictions for %d rows", len(preds), len(xq)))

@@ -3,13 +3,13 @@ package writer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -60,9 +60,11 @@ func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Co
 func (w *Writer) Run(ctx context.Context) error {
 	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
 		Stream: schemas.StreamResults, Durable: "writer", Filter: schemas.SubjectResults + ">",
-		AckWait: 30 * time.Second, MaxDeliver: 50,
-		BackOff:     []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute},
-		Concurrency: w.cfg.Concurrency, Logger: w.log,
+		// Results hold predictions already paid for: a failing write is
+		// retried (1s … 60s apart) through about 45 minutes of database
+		// trouble before it is dead-lettered and its batch settled as failed.
+		AckWait: bus.DefaultAckWait, MaxDeliver: 50,
+		Concurrency: w.cfg.Concurrency, OnDeadLetter: w.onDeadLetter, Logger: w.log,
 	}, w.handle)
 }
 
@@ -133,7 +135,8 @@ func (w *Writer) apply(ctx context.Context, r result) error {
 	log := w.log.With("task_id", r.meta.TaskID, "batch", r.batch)
 	series := tsdb.Series{Measurement: r.meta.Measurement, Target: r.meta.Target, Model: r.meta.Model,
 		TagColumns: r.meta.TagColumns, Tags: r.meta.Series}
-	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+	var ensured string
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		if err := ensureTask(ctx, tx, r.meta); err != nil {
 			return err
 		}
@@ -161,7 +164,7 @@ func (w *Writer) apply(ctx context.Context, r result) error {
 				preview[i] = schemas.Prediction{Time: p.Time, Value: p.Value}
 			}
 		case ok:
-			if err := w.ensure(ctx, tx, series); err != nil {
+			if ensured, err = w.ensure(ctx, tx, series); err != nil {
 				return err
 			}
 			if written, err = tsdb.WritePredictions(ctx, tx, series, r.points); err != nil {
@@ -171,36 +174,43 @@ func (w *Writer) apply(ctx context.Context, r result) error {
 		log.Debug("result written", "status", r.status, "written", written)
 		return finishBatch(ctx, tx, r.meta.TaskID, r.batch, ok, r.rows, written, preview)
 	})
+	if err == nil && ensured != "" {
+		// Only now: DDL rolled back with a failed transaction must run again.
+		w.mu.Lock()
+		w.ensured[ensured] = true
+		w.mu.Unlock()
+	}
+	return err
 }
 
 // ensure creates or adapts the regressed table once per process and tag set.
-func (w *Writer) ensure(ctx context.Context, tx pgx.Tx, s tsdb.Series) error {
+// It returns the key to mark as ensured once the transaction commits, or ""
+// when the table was known to be ready.
+func (w *Writer) ensure(ctx context.Context, tx pgx.Tx, s tsdb.Series) (string, error) {
 	key := s.Measurement + "\x00" + strings.Join(s.TagColumns, "\x00")
 	w.mu.Lock()
 	done := w.ensured[key]
 	w.mu.Unlock()
 	if done {
-		return nil
+		return "", nil
 	}
 	// Serialise DDL on one table across writers.
 	h := fnv.New64a()
 	h.Write([]byte(tsdb.RegressedName(s.Measurement)))
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
-		return err
+		return "", err
 	}
 	if err := tsdb.EnsureRegressed(ctx, tx, s); err != nil {
-		return err
+		return "", err
 	}
-	// Marked only after commit would be exact; a rollback merely repeats the
-	// idempotent DDL next time, so marking now is safe.
-	w.mu.Lock()
-	w.ensured[key] = true
-	w.mu.Unlock()
-	return nil
+	return key, nil
 }
 
 // publishSummary copies the task's ledger state into the task bucket, where
-// the engine endpoint waits for it.
+// the engine endpoint waits for it. Results of one task are written
+// concurrently (several writers, or one writer's concurrency), so a summary
+// read earlier may arrive later: it replaces the stored one only if it has
+// seen more of the task, so the final state is never overwritten.
 func (w *Writer) publishSummary(ctx context.Context, taskID string) error {
 	s, err := summary(ctx, w.pool, taskID)
 	if err != nil {
@@ -210,16 +220,73 @@ func (w *Writer) publishSummary(ctx context.Context, taskID string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := w.tasks.Put(ctx, taskID, b); err != nil {
-		if strings.Contains(err.Error(), "maximum") || strings.Contains(err.Error(), "too large") {
+	for range 10 {
+		err = w.putSummary(ctx, taskID, s, b)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue // raced with another writer: read again
+		}
+		if err != nil && (strings.Contains(err.Error(), "maximum") || strings.Contains(err.Error(), "too large")) {
 			s.Predictions = nil
 			s.Message = strings.TrimSpace(s.Message + " (dry-run predictions too many to return; run with a smaller window)")
 			b, _ = json.Marshal(s)
-			_, err = w.tasks.Put(ctx, taskID, b)
+			continue
 		}
-		if err != nil {
-			return fmt.Errorf("publish task summary: %w", err)
-		}
+		break
+	}
+	if err != nil {
+		return fmt.Errorf("publish task summary: %w", err)
 	}
 	return nil
+}
+
+// putSummary stores b unless the stored summary has seen as much of the task.
+func (w *Writer) putSummary(ctx context.Context, taskID string, s schemas.TaskSummary, b []byte) error {
+	e, err := w.tasks.Get(ctx, taskID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		_, err = w.tasks.Create(ctx, taskID, b)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	var old schemas.TaskSummary
+	if json.Unmarshal(e.Value(), &old) == nil && !newer(s, old) {
+		return nil
+	}
+	_, err = w.tasks.Update(ctx, taskID, b, e.Revision())
+	return err
+}
+
+// newer reports whether summary s has seen more of its task than old.
+func newer(s, old schemas.TaskSummary) bool {
+	ps, po := s.BatchesDone+s.BatchesFailed, old.BatchesDone+old.BatchesFailed
+	switch {
+	case ps != po:
+		return ps > po
+	case s.Done() != old.Done():
+		return s.Done()
+	}
+	return s.Status != old.Status || s.Message != old.Message
+}
+
+// onDeadLetter settles a dead-lettered result of a real task as a failed
+// batch (or a failed verdict), so the task still completes.
+func (w *Writer) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
+	r := result{status: schemas.BatchFailed, code: 500}
+	if err := json.Unmarshal([]byte(dl.Header.Get(schemas.HeaderTask)), &r.meta); err != nil || r.meta.TaskID == "" {
+		return nil // belongs to no task we can name
+	}
+	var err error
+	if r.batch, err = strconv.Atoi(dl.Header.Get(schemas.HeaderBatch)); err != nil || r.batch < -1 || r.batch >= max(r.meta.Batches, 1) {
+		return nil
+	}
+	if r.batch < 0 {
+		r.status = schemas.TaskFailed
+	}
+	r.rows, _ = strconv.Atoi(dl.Header.Get("Regressd-Rows"))
+	r.msg = "result dead-lettered (see 'regressd dlq list'): " + dl.Reason
+	if err := w.apply(ctx, r); err != nil {
+		return err
+	}
+	return w.publishSummary(ctx, r.meta.TaskID)
 }
