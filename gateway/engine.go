@@ -3,21 +3,31 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/regressd/regressd/gpu"
 )
 
-// newEngine returns the built-in engine as a predictFunc.
-//
-// TEMPORARY: the engine's policy, device and report API is being built; this
-// adapter uses what exists and reports the resolved policy as no_cache.
+// newEngine returns the built-in engine as a predictFunc. All requests share
+// one device, as they would share one card: its arena is the device memory
+// the ladder plans against, so concurrent predictions see each other's
+// caches. Each request gets its own Regressor, closed (its cache freed)
+// before the answer is written.
 func newEngine(deviceBytes, hostBytes int64) predictFunc {
+	dev := gpu.NewCPUDevice(deviceBytes)
 	return func(req engineRequest) ([]float64, json.RawMessage, error) {
-		r, err := gpu.NewRegressor(req.Model)
+		opts := []gpu.Option{gpu.WithDevice(dev), gpu.WithHostMemory(hostBytes)}
+		// A thinking model takes no policy at all (the server has refused
+		// one sent with it); every other model gets the resolved, clamped one.
+		if info, _ := gpu.LookupModel(req.Model); !info.Thinking {
+			opts = append(opts, gpu.WithPolicy(req.Policy))
+		}
+		r, err := gpu.NewRegressor(req.Model, opts...)
 		if err != nil {
 			return nil, nil, err
 		}
+		defer r.Close()
 		if err := r.Fit(req.X, req.Y); err != nil {
 			return nil, nil, err
 		}
@@ -25,18 +35,30 @@ func newEngine(deviceBytes, hostBytes int64) predictFunc {
 		if err != nil {
 			return nil, nil, err
 		}
-		rep, err := json.Marshal(struct {
-			gpu.Policy
-			Rung string `json:"rung"`
-		}{req.Policy, "no_cache"})
-		return preds, rep, err
+		rep := r.MemoryReport()
+		rep.Clamped, rep.Notes = nil, nil // the server adds its own
+		b, err := json.Marshal(rep)
+		return preds, b, err
 	}
 }
 
-// engineError maps the engine's caller errors to statuses.
+// engineError maps the engine's caller errors to statuses; anything else is
+// the server's fault (500).
+//
+// A context too large for the policy (allow_subsample=false) is 422: the
+// request is well formed but cannot be served as asked, and a smaller body,
+// which 413 would suggest, is not the fix; a different policy or a shorter
+// context is. Running out of device memory with no smaller step allowed
+// (adaptive_query_chunk=false, or one query row that still does not fit) is
+// 422 for the same reason.
 func engineError(err error) error {
 	switch {
-	case errors.Is(err, gpu.ErrInvalidPolicy):
+	case errors.Is(err, gpu.ErrContextTooLarge):
+		return &badRequest{status: http.StatusUnprocessableEntity, msg: err.Error()}
+	case errors.Is(err, gpu.ErrOutOfMemory):
+		return &badRequest{status: http.StatusUnprocessableEntity, msg: fmt.Sprintf(
+			"%v; allow adaptive_query_chunk, raise the budgets or send a shorter context", err)}
+	case errors.Is(err, gpu.ErrInvalidPolicy), errors.Is(err, gpu.ErrThinkingPolicy):
 		return &badRequest{status: http.StatusBadRequest, msg: err.Error()}
 	case errors.Is(err, gpu.ErrUnknownModel):
 		return &badRequest{status: http.StatusNotFound, msg: err.Error()}
