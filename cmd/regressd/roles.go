@@ -51,6 +51,7 @@ type roleCommand struct {
 	deviceMemory string
 	concurrency  int
 	waitTimeout  time.Duration
+	gw           gateway.Config
 
 	// httpURL is the engine API's base URL once it listens (for demo and tests).
 	httpURL string
@@ -80,6 +81,11 @@ func (c *roleCommand) flags() *flag.FlagSet {
 	fs.StringVar(&c.deviceMemory, "device-memory", envOr("REGRESSD_DEVICE_MEMORY", "24GiB"), "device memory the engine may plan for (e.g. 24GiB) (env REGRESSD_DEVICE_MEMORY)")
 	fs.IntVar(&c.concurrency, "concurrency", 2, "messages each role handles at once")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 10*time.Minute, "scheduler: how long an engine call waits for its task before answering 202")
+	fs.Int64Var(&c.gw.MaxBodyBytes, "max-body-bytes", gateway.DefaultMaxBodyBytes, "gateway: largest /predict body in bytes; larger gets 413")
+	fs.Float64Var(&c.gw.RatePerMinute, "rate-per-minute", gateway.DefaultRatePerMinute, "gateway: requests per minute allowed per key; more gets 429 with Retry-After")
+	fs.IntVar(&c.gw.RateBurst, "rate-burst", gateway.DefaultRateBurst, "gateway: requests a key may send back to back before the rate applies")
+	fs.IntVar(&c.gw.MaxConcurrent, "max-concurrent", 2, "gateway: predictions computed at once")
+	fs.IntVar(&c.gw.MaxQueue, "max-queue", 8, "gateway: requests that may wait for a prediction slot; more get 503 with Retry-After")
 	fs.Usage = func() {
 		fmt.Fprintf(c.m.Stderr, "Usage: regressd %s [flags]\n\n%s.\n\nFlags:\n", name, c.synopsis)
 		fs.PrintDefaults()
@@ -203,7 +209,8 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 		return err
 	}
 	if c.has(roleGateway) {
-		g, err := gateway.NewServer(gateway.Config{DeviceMemoryBytes: devMem}, st.pool, log.With("role", "gateway"))
+		c.gw.DeviceMemoryBytes = devMem
+		g, err := gateway.NewServer(c.gw, st.pool, log.With("role", "gateway"))
 		if err != nil {
 			return err
 		}
