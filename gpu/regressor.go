@@ -3,107 +3,190 @@ package gpu
 import (
 	"errors"
 	"fmt"
-	"math"
+	"sync"
 )
 
-// ErrUnknownModel is returned by NewRegressor for a slug that is not built in.
-var ErrUnknownModel = errors.New("unknown model")
+// ErrContextTooLarge is returned when the context must be shortened to fit
+// the elements budget and the policy forbids dropping rows
+// (allow_subsample=false). It is the caller's error: callers map it to 4xx.
+var ErrContextTooLarge = errors.New("context too large for the memory policy")
 
-// ModelInfo describes one built-in model.
-type ModelInfo struct {
-	Slug        string
-	Description string
-	Thinking    bool
-}
+// ErrNotFitted is returned by Predict before a successful Fit.
+var ErrNotFitted = errors.New("predict before fit")
 
-// Models lists the built-in models.
-func Models() []ModelInfo {
-	return []ModelInfo{
-		{Slug: "regressd/model-small", Description: "placeholder kernel smoother"},
-	}
-}
+// defaultQueryBatch is the number of query rows per forward pass unless a
+// budget lowers it or WithQueryBatch sets it.
+const defaultQueryBatch = 1024
 
-// LookupModel returns the built-in model with this slug.
-func LookupModel(slug string) (ModelInfo, bool) {
-	for _, m := range Models() {
-		if m.Slug == slug {
-			return m, true
-		}
-	}
-	return ModelInfo{}, false
-}
+// chunkAfterOOM is the row chunk of the GP experts after an out-of-memory
+// error, unless the policy sets context_row_chunk.
+const chunkAfterOOM = 2048
 
 // Option configures a Regressor.
 type Option func(*Regressor) error
 
-// Regressor is a local in-context regressor: Fit stores the context, Predict
-// answers queries against it. A Regressor is not safe for concurrent Fit; Predict
-// may be called concurrently after Fit.
+// WithPolicy sets the memory policy; it must be valid (see Policy.Validate).
+// Thinking models reject it with ErrThinkingPolicy.
+func WithPolicy(p Policy) Option {
+	return func(r *Regressor) error {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		r.policy, r.policySet = p, true
+		return nil
+	}
+}
+
+// WithDevice sets the device whose memory is the "GPU memory" of the
+// policy. Default: a CPU device of DefaultDeviceMemoryBytes.
+func WithDevice(d *Device) Option {
+	return func(r *Regressor) error {
+		if d == nil {
+			return errors.New("with device: nil device")
+		}
+		r.dev = d
+		return nil
+	}
+}
+
+// WithHostMemory sets the host RAM, in bytes, that host_budget_frac applies
+// to. Default: HostMemoryBytes() (physical RAM or the cgroup limit).
+func WithHostMemory(bytes int64) Option {
+	return func(r *Regressor) error {
+		if bytes < 0 {
+			return fmt.Errorf("with host memory: %d bytes is negative", bytes)
+		}
+		r.hostBytes = bytes
+		return nil
+	}
+}
+
+// WithQueryBatch sets the query rows per forward pass (default 1024); a
+// query set larger than one batch gets a KV cache.
+func WithQueryBatch(n int) Option {
+	return func(r *Regressor) error {
+		if n < 1 {
+			return fmt.Errorf("with query batch: %d is not a positive row count", n)
+		}
+		r.queryBatch = n
+		return nil
+	}
+}
+
+// Regressor is a local in-context regressor: Fit learns from the context,
+// Predict answers queries against it. Fit must not run concurrently with
+// anything else on the same Regressor; Predict is safe for concurrent use
+// after Fit (the KV cache is built once and shared).
 type Regressor struct {
-	model ModelInfo
-	x     [][]float64
-	y     []float64
+	cfg        modelConfig
+	policy     Policy
+	policySet  bool
+	dev        *Device
+	hostBytes  int64
+	queryBatch int
+
+	fit     *contextFit
+	dropped int
+
+	mu     sync.Mutex
+	cache  *kvCache
+	report MemoryReport
 }
 
 // NewRegressor returns a regressor for a built-in model slug.
 func NewRegressor(model string, opts ...Option) (*Regressor, error) {
-	m, ok := LookupModel(model)
+	cfg, ok := lookupConfig(model)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownModel, model)
 	}
-	r := &Regressor{model: m}
+	r := &Regressor{cfg: cfg, policy: DefaultPolicy(), hostBytes: -1, queryBatch: defaultQueryBatch}
 	for _, o := range opts {
 		if err := o(r); err != nil {
 			return nil, err
 		}
 	}
+	if cfg.info.Thinking && r.policySet {
+		return nil, fmt.Errorf("%w (model %s)", ErrThinkingPolicy, model)
+	}
+	if r.dev == nil {
+		r.dev = NewCPUDevice(0)
+	}
+	if r.hostBytes < 0 {
+		r.hostBytes = HostMemoryBytes()
+	}
 	return r, nil
 }
 
-// Fit sets the context. NaN cells are missing values.
+// Model describes the regressor's model.
+func (r *Regressor) Model() ModelInfo { return r.cfg.info }
+
+// elementsBudget caps (context + query) rows × features per pass: the
+// policy's, or one element per 16 bytes of device memory.
+func (r *Regressor) elementsBudget() int64 {
+	if r.policy.ElementsBudget != nil {
+		return *r.policy.ElementsBudget
+	}
+	return max(r.dev.Capacity()/16, 1)
+}
+
+// Fit learns from the context X (rows × features; NaN or ±Inf cells are
+// missing) and targets y. See prep for how missing cells are handled.
 func (r *Regressor) Fit(X [][]float64, y []float64) error {
+	r.mu.Lock()
+	r.freeCacheLocked()
+	r.mu.Unlock()
+	r.fit, r.dropped = nil, 0
 	if len(X) == 0 {
-		return errors.New("empty context")
+		return errors.New("fit: empty context: need at least one row")
 	}
-	if len(X) != len(y) {
-		return fmt.Errorf("context has %d rows but %d targets", len(X), len(y))
+	feats := int64(max(len(X[0]), 1))
+	// The context plus at least one query row must fit one pass.
+	if keep := r.elementsBudget()/feats - 1; int64(len(X)) > keep {
+		if !r.policy.AllowSubsample {
+			return fmt.Errorf("fit: %w: %d rows × %d features leave no room for a query row in elements_budget %d, and allow_subsample is false",
+				ErrContextTooLarge, len(X), feats, r.elementsBudget())
+		}
+		if keep < 1 {
+			return fmt.Errorf("fit: %w: elements_budget %d cannot hold one row of %d features", ErrContextTooLarge, r.elementsBudget(), feats)
+		}
+		rows := scoreRows(len(X), int(keep))
+		xs, ys := make([][]float64, len(rows)), make([]float64, len(rows))
+		for a, i := range rows {
+			xs[a], ys[a] = X[i], y[i]
+		}
+		r.dropped = len(X) - len(rows)
+		X, y = xs, ys
 	}
-	r.x, r.y = X, y
+	opt := fitOptions{}
+	if r.policy.ContextRowChunk != nil {
+		opt.solveChunk = *r.policy.ContextRowChunk
+	}
+	c, err := fitContext(r.cfg, X, y, opt)
+	if err != nil {
+		return fmt.Errorf("fit: %w", err)
+	}
+	r.fit = c
 	return nil
 }
 
-// Predict returns one prediction per query row.
-func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
-	if r.x == nil {
-		return nil, errors.New("predict before fit")
-	}
-	out := make([]float64, len(Xq))
-	for i, q := range Xq {
-		var num, den float64
-		for j, c := range r.x {
-			var d float64
-			for k := range q {
-				if k < len(c) && !math.IsNaN(q[k]) && !math.IsNaN(c[k]) {
-					d += (q[k] - c[k]) * (q[k] - c[k])
-				}
-			}
-			w := math.Exp(-d)
-			num += w * r.y[j]
-			den += w
-		}
-		if den == 0 {
-			out[i] = mean(r.y)
-		} else {
-			out[i] = num / den
-		}
-	}
-	return out, nil
+// MemoryReport describes how the last Predict held the context.
+func (r *Regressor) MemoryReport() MemoryReport {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.report
 }
 
-func mean(v []float64) float64 {
-	var s float64
-	for _, x := range v {
-		s += x
+// Close releases the device memory of the KV cache.
+func (r *Regressor) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.freeCacheLocked()
+	return nil
+}
+
+func (r *Regressor) freeCacheLocked() {
+	if r.cache != nil {
+		r.cache.res.release()
+		r.cache = nil
 	}
-	return s / float64(len(v))
 }

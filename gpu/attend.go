@@ -1,0 +1,248 @@
+package gpu
+
+import (
+	"math"
+	"sort"
+)
+
+// layerReader gives the forward pass one layer's keys and values: from a
+// resident cache, streamed from the host tier, or computed afresh. done
+// releases whatever device memory the layer took.
+type layerReader func(l int) (s *layerStore, done func(), err error)
+
+// rowView is one layer's keys plus the per-row value and count channel of
+// every head, averaged over the groups' copies.
+type rowView struct {
+	s    *layerStore
+	vbar []float32 // n×H
+	cbar []float32 // n×H
+}
+
+func newRowView(s *layerStore) *rowView {
+	n, w := s.rows, s.groups*headWidth
+	rv := &rowView{s: s, vbar: make([]float32, n*headsPerLayer), cbar: make([]float32, n*headsPerLayer)}
+	parallelFor(n, 1024, func(lo, hi int) {
+		v := make([]float32, w)
+		inv := 1 / float32(s.groups)
+		for i := lo; i < hi; i++ {
+			s.getV(i, v)
+			for h := range headsPerLayer {
+				var vs, cs float32
+				for g := range s.groups {
+					vs += v[g*headWidth+2*h]
+					cs += v[g*headWidth+2*h+1]
+				}
+				rv.vbar[i*headsPerLayer+h] = vs * inv
+				rv.cbar[i*headsPerLayer+h] = cs * inv
+			}
+		}
+	})
+	return rv
+}
+
+// scores writes d2[h*n+i], head h's squared distance from the query (its key
+// slices qk, per anchor block) to row i.
+func (c *contextFit) scores(rv *rowView, qk []float32, d2 []float32) {
+	n, w := c.n, c.g*headWidth
+	k := make([]float32, w)
+	s := rv.s
+	for i := range n {
+		if s.dtype == CacheDTypeInt8 {
+			s.getK(i, k)
+		} else {
+			row := s.kb[i*w : (i+1)*w]
+			for e, b := range row {
+				k[e] = fromBF16(b)
+			}
+		}
+		q := qk[(i/anchorBlock)*w : (i/anchorBlock+1)*w]
+		var acc [headsPerLayer]float32
+		for g := range c.g {
+			kg, qg := k[g*headWidth:(g+1)*headWidth], q[g*headWidth:(g+1)*headWidth]
+			for h := range headsPerLayer {
+				d0 := qg[2*h] - kg[2*h]
+				d1 := qg[2*h+1] - kg[2*h+1]
+				acc[h] += d0*d0 + d1*d1
+			}
+		}
+		for h := range headsPerLayer {
+			d2[h*n+i] = acc[h]
+		}
+	}
+}
+
+// headReduce turns head h's squared distances into its output (in units of
+// the standardised target).
+func (c *contextFit) headReduce(hd *head, h int, rv *rowView, d2 []float32, sel []float32, idx []int) float64 {
+	n := c.n
+	switch hd.spec.kind {
+	case kindSolve:
+		var out float64
+		for i, d := range d2 {
+			out += math.Exp(-0.5*float64(d)) * float64(rv.vbar[i*headsPerLayer+h])
+		}
+		return out * hd.sf2 * hd.vScale
+	case kindSmooth, kindLocal:
+		dmin := float32(math.Inf(1))
+		for _, d := range d2 {
+			dmin = min(dmin, d)
+		}
+		scale := -0.5
+		if hd.spec.kind == kindLocal {
+			copy(sel, d2)
+			h2 := float64(kthSmallest32(sel[:n], min(hd.spec.k, n)-1))
+			if h2 <= 0 {
+				h2 = 1e-300
+			}
+			scale = -0.5 / h2
+		}
+		var num, den float64
+		for i, d := range d2 {
+			w := math.Exp(scale * float64(d-dmin))
+			num += w * float64(rv.vbar[i*headsPerLayer+h])
+			den += w * float64(rv.cbar[i*headsPerLayer+h])
+		}
+		if den == 0 {
+			return 0
+		}
+		return num / den * hd.vScale
+	default: // kindTopK
+		k := topK(d2, min(hd.spec.k, n), idx)
+		var num, den float64
+		for _, i := range k {
+			num += float64(rv.vbar[i*headsPerLayer+h])
+			den += float64(rv.cbar[i*headsPerLayer+h])
+		}
+		if den == 0 {
+			return 0
+		}
+		return num / den * hd.vScale
+	}
+}
+
+// topK returns the indices of the k smallest d (ties to the lower index),
+// sorted by index so sums over them have a fixed order.
+func topK(d []float32, k int, buf []int) []int {
+	h := buf[:0]
+	less := func(a, b int) bool { return d[a] < d[b] || (d[a] == d[b] && a < b) }
+	// h is a max-heap of the best k so far under less.
+	up := func(j int) {
+		for j > 0 {
+			p := (j - 1) / 2
+			if !less(h[p], h[j]) {
+				break
+			}
+			h[p], h[j] = h[j], h[p]
+			j = p
+		}
+	}
+	down := func() {
+		j := 0
+		for {
+			l, r, m := 2*j+1, 2*j+2, j
+			if l < len(h) && less(h[m], h[l]) {
+				m = l
+			}
+			if r < len(h) && less(h[m], h[r]) {
+				m = r
+			}
+			if m == j {
+				return
+			}
+			h[m], h[j] = h[j], h[m]
+			j = m
+		}
+	}
+	for i := range d {
+		if len(h) < k {
+			h = append(h, i)
+			up(len(h) - 1)
+		} else if k > 0 && less(i, h[0]) {
+			h[0] = i
+			down()
+		}
+	}
+	sort.Ints(h)
+	return h
+}
+
+// kthSmallest32 returns the k-th smallest (0-based) of a, reordering a.
+func kthSmallest32(a []float32, k int) float32 {
+	lo, hi := 0, len(a)-1
+	for lo < hi {
+		p := a[(lo+hi)/2]
+		i, j := lo, hi
+		for i <= j {
+			for a[i] < p {
+				i++
+			}
+			for a[j] > p {
+				j--
+			}
+			if i <= j {
+				a[i], a[j] = a[j], a[i]
+				i++
+				j--
+			}
+		}
+		if k <= j {
+			hi = j
+		} else if k >= i {
+			lo = i
+		} else {
+			return a[k]
+		}
+	}
+	return a[k]
+}
+
+// forward predicts one batch of standardised query rows zq (nq×f), reading
+// each layer from read. scratch must hold nq·n·H float32 (the batch's score
+// matrix). Queries are spread over the cores in fixed pieces; each query is
+// computed start to end by one goroutine, so the bits never depend on
+// GOMAXPROCS.
+func (c *contextFit) forward(zq []float64, nq int, read layerReader, scratch []float32) ([]float64, error) {
+	out := make([]float64, nq)
+	if c.constant {
+		for q := range out {
+			out[q] = c.pp.yMean
+		}
+		return out, nil
+	}
+	f, n := c.f, c.n
+	var buf []float64
+	for q := range nq {
+		out[q] = c.trendW * c.tr.eval(zq[q*f:(q+1)*f], buf)
+	}
+	nb := len(c.anchors) / f
+	w := c.g * headWidth
+	for l := range c.layers {
+		s, done, err := read(l)
+		if err != nil {
+			return nil, err
+		}
+		rv := newRowView(s)
+		parallelFor(nq, 4, func(lo, hi int) {
+			qk := make([]float32, nb*w)
+			sel := make([]float32, n)
+			idx := make([]int, 0, 64)
+			for q := lo; q < hi; q++ {
+				c.queryKeys(l, zq[q*f:(q+1)*f], qk)
+				d2 := scratch[q*n*headsPerLayer : (q+1)*n*headsPerLayer]
+				c.scores(rv, qk, d2)
+				for h := range c.layers[l] {
+					hd := &c.layers[l][h]
+					if hd.w == 0 {
+						continue
+					}
+					out[q] += hd.w * c.headReduce(hd, h, rv, d2[h*n:(h+1)*n], sel, idx)
+				}
+			}
+		})
+		done()
+	}
+	for q := range out {
+		out[q] = out[q]*c.pp.yScale + c.pp.yMean
+	}
+	return out, nil
+}

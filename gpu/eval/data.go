@@ -1,0 +1,245 @@
+// Package eval scores a regressor on a folder of datasets laid out like
+// shared/data: <name>.csv files, their fixed train/test splits in
+// splits/<name>.csv, an optional manifest.json naming features and target, and
+// an optional baselines.json of reference scores.
+package eval
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Dataset is one table with its fixed splits.
+type Dataset struct {
+	Name     string
+	Features []string
+	Target   string
+	X        [][]float64 // NaN marks a missing cell
+	Y        []float64
+	// Test[s][i] is true when row i is a test row of split s.
+	Test [][]bool
+}
+
+// manifestEntry is the part of manifest.json this package reads.
+type manifestEntry struct {
+	Name       string   `json:"name"`
+	File       string   `json:"file"`
+	Features   []string `json:"features"`
+	Target     string   `json:"target"`
+	TimeColumn *string  `json:"time_column"`
+}
+
+// Load reads every *.csv in dir with its split file. Without a manifest entry
+// the last column is the target and every other column except one named
+// "time" is a feature.
+func Load(dir string) ([]Dataset, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("data dir %s is not a directory", dir)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.csv"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no *.csv files in %s", dir)
+	}
+	sort.Strings(files)
+	manifest := map[string]manifestEntry{}
+	if b, err := os.ReadFile(filepath.Join(dir, "manifest.json")); err == nil {
+		var entries []manifestEntry
+		if err := json.Unmarshal(b, &entries); err != nil {
+			return nil, fmt.Errorf("manifest.json: %w", err)
+		}
+		for _, e := range entries {
+			manifest[e.File] = e
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("manifest.json: %w", err)
+	}
+	var out []Dataset
+	for _, f := range files {
+		base := filepath.Base(f)
+		d, err := loadOne(dir, base, manifest[base])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", base, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func readCSV(path string) ([]string, [][]string, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fh.Close()
+	r := csv.NewReader(fh)
+	header, err := r.Read()
+	if err == io.EOF {
+		return nil, nil, errors.New("empty file")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows [][]string
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, rec)
+	}
+	return header, rows, nil
+}
+
+func loadOne(dir, file string, m manifestEntry) (Dataset, error) {
+	header, rows, err := readCSV(filepath.Join(dir, file))
+	if err != nil {
+		return Dataset{}, err
+	}
+	col := map[string]int{}
+	for i, h := range header {
+		col[strings.TrimSpace(h)] = i
+	}
+	d := Dataset{Name: strings.TrimSuffix(file, ".csv"), Features: m.Features, Target: m.Target}
+	if d.Target == "" {
+		d.Target = header[len(header)-1]
+		d.Features = nil
+		for _, h := range header[:len(header)-1] {
+			if h != "time" {
+				d.Features = append(d.Features, h)
+			}
+		}
+	}
+	ti, ok := col[d.Target]
+	if !ok {
+		return Dataset{}, fmt.Errorf("target column %q not in header", d.Target)
+	}
+	fi := make([]int, len(d.Features))
+	for k, f := range d.Features {
+		if fi[k], ok = col[f]; !ok {
+			return Dataset{}, fmt.Errorf("feature column %q not in header", f)
+		}
+	}
+	if len(d.Features) == 0 {
+		return Dataset{}, errors.New("no feature columns")
+	}
+	for r, rec := range rows {
+		yv, err := cell(rec, ti)
+		if err != nil || math.IsNaN(yv) {
+			return Dataset{}, fmt.Errorf("row %d: target %q is not a number", r+2, rec[ti])
+		}
+		x := make([]float64, len(fi))
+		for k, c := range fi {
+			if x[k], err = cell(rec, c); err != nil {
+				return Dataset{}, fmt.Errorf("row %d: %w", r+2, err)
+			}
+		}
+		d.X = append(d.X, x)
+		d.Y = append(d.Y, yv)
+	}
+	if len(d.X) == 0 {
+		return Dataset{}, errors.New("no data rows")
+	}
+	d.Test, err = loadSplits(filepath.Join(dir, "splits", file), len(d.X))
+	if err != nil {
+		return Dataset{}, err
+	}
+	return d, nil
+}
+
+// cell parses a number; an empty cell is missing (NaN).
+func cell(rec []string, i int) (float64, error) {
+	if i >= len(rec) {
+		return math.NaN(), nil
+	}
+	s := strings.TrimSpace(rec[i])
+	if s == "" || strings.EqualFold(s, "na") || strings.EqualFold(s, "nan") {
+		return math.NaN(), nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cell %q is not a number", s)
+	}
+	return v, nil
+}
+
+func loadSplits(path string, rows int) ([][]bool, error) {
+	header, recs, err := readCSV(path)
+	if err != nil {
+		return nil, fmt.Errorf("split file: %w", err)
+	}
+	if len(recs) != rows {
+		return nil, fmt.Errorf("split file %s has %d rows, the data has %d", path, len(recs), rows)
+	}
+	test := make([][]bool, len(header))
+	for s := range header {
+		test[s] = make([]bool, rows)
+		var nTest int
+		for i, rec := range recs {
+			if s >= len(rec) {
+				return nil, fmt.Errorf("split file %s row %d: missing column %s", path, i+2, header[s])
+			}
+			switch strings.TrimSpace(rec[s]) {
+			case "1":
+				test[s][i] = true
+				nTest++
+			case "0":
+			default:
+				return nil, fmt.Errorf("split file %s row %d: %q is not 0 or 1", path, i+2, rec[s])
+			}
+		}
+		if nTest == 0 || nTest == rows {
+			return nil, fmt.Errorf("split file %s: split %s has no train or no test rows", path, header[s])
+		}
+	}
+	if len(test) == 0 {
+		return nil, fmt.Errorf("split file %s has no split columns", path)
+	}
+	return test, nil
+}
+
+// Baselines maps dataset → model → score, with the suite means per model.
+type Baselines struct {
+	Datasets  map[string]map[string]Score `json:"datasets"`
+	SuiteMean map[string]float64          `json:"suite_mean_r2"`
+}
+
+// Score is a mean R² and RMSE over the splits.
+type Score struct {
+	R2   float64 `json:"r2"`
+	RMSE float64 `json:"rmse"`
+}
+
+// LoadBaselines reads dir/baselines.json; a missing file gives nil, nil.
+func LoadBaselines(dir string) (*Baselines, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "baselines.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var bl Baselines
+	if err := json.Unmarshal(b, &bl); err != nil {
+		return nil, fmt.Errorf("baselines.json: %w", err)
+	}
+	return &bl, nil
+}

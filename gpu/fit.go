@@ -1,0 +1,172 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// head is one fitted attention head.
+type head struct {
+	spec   headSpec
+	inv    []float64 // per-feature inverse length scale, bandwidth included
+	sf2    float64   // signal variance, solve heads
+	values []float64 // per context row, canonical order
+	vScale float64   // values are stored as values/vScale, so they lie in [−1, 1]
+	w      float64   // readout weight
+}
+
+// contextFit is everything Fit learns from the context: the preprocessing, the
+// rows in canonical order, the fitted heads and the readout. The KV cache is
+// built from it; so is every uncached pass, which is why the two agree.
+type contextFit struct {
+	pp         *prep
+	tr         *trend
+	trendW     float64
+	n, f, g    int
+	z          []float64 // n×f, canonical order
+	anchors    []float64 // one f-vector per block of anchorBlock rows
+	layers     [][headsPerLayer]head
+	ys         []float64  // standardised target, canonical order
+	hyper      [2]gpHyper // ARD and isotropic fits, for the solve heads
+	solveChunk int
+	constant   bool // predict pp.yMean for every query
+}
+
+// anchorBlock is the number of consecutive canonical rows sharing one key
+// anchor. Keys are stored relative to their block's anchor so that bf16 and
+// int8 resolve small length scales on large coordinates (a decade of weekly
+// data at a one-week scale).
+const anchorBlock = 32
+
+// fitOptions are Fit's knobs that come from the memory policy.
+type fitOptions struct {
+	solveChunk int // GP expert size; ≤ 0 uses the model's
+}
+
+func fitContext(cfg modelConfig, X [][]float64, y []float64, opt fitOptions) (*contextFit, error) {
+	if len(X) == 0 {
+		return nil, errors.New("empty context: fit needs at least one row")
+	}
+	if len(X) != len(y) {
+		return nil, fmt.Errorf("context has %d rows but %d targets", len(X), len(y))
+	}
+	if len(X[0]) == 0 {
+		return nil, errors.New("context rows have no features")
+	}
+	for i, v := range y {
+		if missing(v) {
+			return nil, fmt.Errorf("target of context row %d is not a finite number", i)
+		}
+	}
+	pp, z, yt, err := fitPrep(X, y)
+	if err != nil {
+		return nil, err
+	}
+	n, f := len(X), pp.outDim
+	c := &contextFit{pp: pp, tr: &trend{}, n: n, f: f}
+	var ymin, ymax = y[0], y[0]
+	for _, v := range y {
+		ymin, ymax = min(ymin, v), max(ymax, v)
+	}
+	if f == 0 || n < 3 || ymin == ymax {
+		// Nothing to learn from: the mean is the best answer.
+		c.constant = true
+		c.f = max(f, 1)
+		c.g = (c.f + 1) / 2
+		c.z = make([]float64, n*c.f)
+		c.anchors = make([]float64, ((n+anchorBlock-1)/anchorBlock)*c.f)
+		return c, nil
+	}
+	c.g = (f + 1) / 2
+	ard := fitGP(z, n, f, yt, cfg.gp)
+	iso := ard
+	if cfg.isoGP {
+		iso = fitGPIso(z, n, f, yt, cfg.gp)
+	}
+	// Canonical order: by the coordinate with the finest length scale
+	// relative to its spread, then by the original index.
+	fine := 0
+	for d := range f {
+		if ard.ell[d] < ard.ell[fine] {
+			fine = d
+		}
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return z[order[a]*f+fine] < z[order[b]*f+fine] })
+	c.z = make([]float64, n*f)
+	ys := make([]float64, n)
+	for k, i := range order {
+		copy(c.z[k*f:(k+1)*f], z[i*f:(i+1)*f])
+		ys[k] = yt[i]
+	}
+	c.anchors = blockAnchors(c.z, n, f)
+	solveChunk := cfg.solveChunk
+	if opt.solveChunk > 0 {
+		solveChunk = opt.solveChunk
+	}
+	c.ys = ys
+	c.hyper = [2]gpHyper{ard, iso}
+	c.solveChunk = solveChunk
+	c.layers = buildHeads(cfg, c.z, n, f, ys, ard, iso, solveChunk)
+	c.stack(cfg, ys, ard, iso, solveChunk)
+	return c, nil
+}
+
+// blockAnchors returns the mean of each block of anchorBlock rows.
+func blockAnchors(z []float64, n, f int) []float64 {
+	nb := (n + anchorBlock - 1) / anchorBlock
+	a := make([]float64, nb*f)
+	for b := range nb {
+		lo, hi := b*anchorBlock, min((b+1)*anchorBlock, n)
+		for i := lo; i < hi; i++ {
+			for d := range f {
+				a[b*f+d] += z[i*f+d]
+			}
+		}
+		for d := range f {
+			a[b*f+d] /= float64(hi - lo)
+		}
+	}
+	return a
+}
+
+func metricInv(h gpHyper, mult float64) []float64 {
+	inv := make([]float64, len(h.ell))
+	for d, e := range h.ell {
+		inv[d] = 1 / (e * mult)
+	}
+	return inv
+}
+
+// buildHeads fits every head's values on (z, y): the GP solves for solve
+// heads, the target itself for the others.
+func buildHeads(cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gpHyper, solveChunk int) [][headsPerLayer]head {
+	layers := make([][headsPerLayer]head, len(cfg.layers))
+	for l, ls := range cfg.layers {
+		for k, s := range ls {
+			hp := ard
+			if s.metric == metricISO {
+				hp = iso
+			}
+			h := head{spec: s, inv: metricInv(hp, s.mult), values: y}
+			if s.kind == kindSolve {
+				h.sf2 = hp.sf2
+				h.values = fitSolve(z, n, f, h.inv, hp.sf2, hp.sn2, y, solveChunk, nil).alpha
+			}
+			h.vScale = 0
+			for _, v := range h.values {
+				h.vScale = max(h.vScale, math.Abs(v))
+			}
+			if h.vScale == 0 {
+				h.vScale = 1
+			}
+			layers[l][k] = h
+		}
+	}
+	return layers
+}

@@ -1,0 +1,341 @@
+package gpu
+
+import (
+	"math"
+)
+
+// gpHyper are the hyperparameters of the ARD squared-exponential kernel
+// k(a,b) = sf2·exp(−½ Σ_d (a_d−b_d)²/ell_d²) plus noise sn2 on the diagonal,
+// in the standardised space of prep.
+type gpHyper struct {
+	ell []float64
+	sf2 float64
+	sn2 float64
+}
+
+// Bounds of the hyperparameter search, in standardised units. The noise floor
+// keeps the solve well conditioned, which also keeps the solved values small
+// enough to survive bf16 storage.
+const (
+	minEll   = 2e-3
+	maxEll   = 200
+	minNoise = 2e-4
+)
+
+// gpObjective is the negative log marginal likelihood of y under the kernel
+// with log-parameters theta = [log ell_1..F, log sf2, log sn2], and its
+// gradient. z is m×f row-major.
+func gpObjective(z []float64, m, f int, y, theta []float64) (float64, []float64, bool) {
+	inv2 := make([]float64, f)
+	for d := range f {
+		e := math.Exp(theta[d])
+		inv2[d] = 1 / (e * e)
+	}
+	sf2 := math.Exp(theta[f])
+	sn2 := math.Exp(theta[f+1])
+	k := make([]float64, m*m)
+	ks := make([]float64, m*m) // signal part, kept for the gradient
+	for i := range m {
+		zi := z[i*f : (i+1)*f]
+		for j := 0; j <= i; j++ {
+			zj := z[j*f : (j+1)*f]
+			var s float64
+			for d := range f {
+				t := zi[d] - zj[d]
+				s += t * t * inv2[d]
+			}
+			v := sf2 * math.Exp(-0.5*s)
+			ks[i*m+j], ks[j*m+i] = v, v
+			k[i*m+j], k[j*m+i] = v, v
+		}
+		k[i*m+i] += sn2 + 1e-9*sf2
+	}
+	if err := cholesky(k, m); err != nil {
+		return 0, nil, false
+	}
+	alpha := cholSolve(k, m, y)
+	val := 0.5 * dot(y, alpha)
+	for i := range m {
+		val += math.Log(k[i*m+i])
+	}
+	val += 0.5 * float64(m) * math.Log(2*math.Pi)
+	inv := invFull(invLowerT(k, m), m)
+	// W = K⁻¹ − ααᵀ; grad_θ = ½ tr(W ∂K/∂θ).
+	grad := make([]float64, f+2)
+	gd := make([]float64, f)
+	for i := range m {
+		zi := z[i*f : (i+1)*f]
+		for j := range m {
+			w := inv[i*m+j] - alpha[i]*alpha[j]
+			c := w * ks[i*m+j]
+			grad[f] += c
+			if j == i {
+				continue
+			}
+			zj := z[j*f : (j+1)*f]
+			for d := range f {
+				t := zi[d] - zj[d]
+				gd[d] += c * t * t
+			}
+		}
+		grad[f+1] += (inv[i*m+i] - alpha[i]*alpha[i]) * sn2
+	}
+	for d := range f {
+		grad[d] = 0.5 * gd[d] * inv2[d]
+	}
+	grad[f] *= 0.5
+	grad[f+1] *= 0.5
+	return val, grad, true
+}
+
+// clampTheta keeps the log-parameters inside the search bounds.
+func clampTheta(theta []float64, f int) {
+	for d := range f {
+		theta[d] = min(max(theta[d], math.Log(minEll)), math.Log(maxEll))
+	}
+	theta[f] = min(max(theta[f], math.Log(1e-3)), math.Log(1e3))
+	theta[f+1] = min(max(theta[f+1], math.Log(minNoise)), math.Log(10))
+}
+
+// fitGP maximises the marginal likelihood from each start and keeps the best.
+// It works on at most maxRows rows of the context (a fixed, spread-out
+// subsample), because each step costs a Cholesky factorisation.
+func fitGP(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
+	// Screen every start briefly, then continue the best one.
+	var best []float64
+	bestVal := math.Inf(1)
+	for _, s := range c.starts {
+		theta := make([]float64, f+2)
+		for d := range f {
+			theta[d] = math.Log(s * math.Sqrt(float64(f)))
+		}
+		theta[f+1] = math.Log(0.1)
+		if v, ok := fitGPTheta(z, n, f, y, c.rows, c.screenIters, theta); ok && v < bestVal {
+			bestVal, best = v, theta
+		}
+	}
+	if best != nil {
+		fitGPTheta(z, n, f, y, c.rows, c.iters, best)
+		if c.refineRows > c.rows && n > c.rows {
+			fitGPTheta(z, n, f, y, c.refineRows, c.refineIters, best)
+		}
+	}
+	h := gpHyper{ell: make([]float64, f), sf2: 1, sn2: 0.1}
+	if best == nil {
+		for d := range f {
+			h.ell[d] = math.Sqrt(float64(f))
+		}
+		return h
+	}
+	for d := range f {
+		h.ell[d] = math.Exp(best[d])
+	}
+	h.sf2 = math.Exp(best[f])
+	h.sn2 = math.Exp(best[f+1])
+	return h
+}
+
+// gpFitConfig sets how much work the hyperparameter search does.
+type gpFitConfig struct {
+	starts      []float64 // initial length scales, in multiples of √f
+	rows        int       // subsample size of the main search
+	screenIters int       // iterations spent on each start before choosing
+	iters       int       // further iterations on the chosen start
+	refineRows  int       // larger subsample for a final refinement (0: none)
+	refineIters int
+}
+
+// fitGPTheta runs L-BFGS from theta (updated in place) on a fixed subsample
+// of at most maxRows rows and returns the final objective.
+func fitGPTheta(z []float64, n, f int, y []float64, maxRows, iters int, theta []float64) (float64, bool) {
+	rows := spreadSample(n, maxRows)
+	m := len(rows)
+	zs := make([]float64, m*f)
+	ys := make([]float64, m)
+	for k, i := range rows {
+		copy(zs[k*f:(k+1)*f], z[i*f:(i+1)*f])
+		ys[k] = y[i]
+	}
+	return lbfgs(func(t []float64) (float64, []float64, bool) {
+		return gpObjective(zs, m, f, ys, t)
+	}, theta, iters, func(t []float64) { clampTheta(t, f) })
+}
+
+// spreadSample returns up to k row indices out of n, spread evenly by a fixed
+// stride over a fixed pseudo-random permutation, so the subsample neither
+// depends on row order nor varies between calls.
+func spreadSample(n, k int) []int { return spreadSampleSeed(n, k, 0) }
+
+// spreadSampleSeed is spreadSample with another fixed permutation per seed.
+func spreadSampleSeed(n, k int, seed uint64) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	if k >= n {
+		return idx
+	}
+	// Fisher–Yates with a fixed splitmix64 stream.
+	s := uint64(0x9e3779b97f4a7c15) * (seed + 1)
+	for i := n - 1; i > 0; i-- {
+		s += 0x9e3779b97f4a7c15
+		z := s
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+		z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+		z ^= z >> 31
+		j := int(z % uint64(i+1))
+		idx[i], idx[j] = idx[j], idx[i]
+	}
+	return idx[:k]
+}
+
+// lbfgs minimises fn from x (updated in place) with limited-memory BFGS and a
+// backtracking line search. project keeps iterates feasible. It returns the
+// final value and whether any evaluation succeeded.
+func lbfgs(fn func([]float64) (float64, []float64, bool), x []float64, iters int, project func([]float64)) (float64, bool) {
+	const mem = 6
+	n := len(x)
+	project(x)
+	fx, g, ok := fn(x)
+	if !ok {
+		return 0, false
+	}
+	var sHist, yHist [][]float64
+	var rho []float64
+	dir := make([]float64, n)
+	for it := 0; it < iters; it++ {
+		// Two-loop recursion.
+		copy(dir, g)
+		al := make([]float64, len(sHist))
+		for k := len(sHist) - 1; k >= 0; k-- {
+			al[k] = rho[k] * dot(sHist[k], dir)
+			for i := range dir {
+				dir[i] -= al[k] * yHist[k][i]
+			}
+		}
+		if k := len(sHist) - 1; k >= 0 {
+			gam := dot(sHist[k], yHist[k]) / dot(yHist[k], yHist[k])
+			for i := range dir {
+				dir[i] *= gam
+			}
+		} else {
+			gn := math.Sqrt(dot(g, g))
+			for i := range dir {
+				dir[i] /= max(gn, 1)
+			}
+		}
+		for k := range sHist {
+			b := rho[k] * dot(yHist[k], dir)
+			for i := range dir {
+				dir[i] += sHist[k][i] * (al[k] - b)
+			}
+		}
+		for i := range dir {
+			dir[i] = -dir[i]
+		}
+		slope := dot(g, dir)
+		if slope >= 0 {
+			for i := range dir {
+				dir[i] = -g[i]
+			}
+			slope = -dot(g, g)
+			sHist, yHist, rho = nil, nil, nil
+		}
+		step := 1.0
+		var xn, gn []float64
+		var fn2 float64
+		found := false
+		for ls := 0; ls < 20; ls++ {
+			xn = make([]float64, n)
+			for i := range x {
+				xn[i] = x[i] + step*dir[i]
+			}
+			project(xn)
+			var okn bool
+			fn2, gn, okn = fn(xn)
+			if okn && fn2 <= fx+1e-4*step*slope {
+				found = true
+				break
+			}
+			step *= 0.5
+		}
+		if !found {
+			break
+		}
+		s := make([]float64, n)
+		yv := make([]float64, n)
+		for i := range x {
+			s[i] = xn[i] - x[i]
+			yv[i] = gn[i] - g[i]
+		}
+		if sy := dot(s, yv); sy > 1e-12 {
+			sHist = append(sHist, s)
+			yHist = append(yHist, yv)
+			rho = append(rho, 1/sy)
+			if len(sHist) > mem {
+				sHist, yHist, rho = sHist[1:], yHist[1:], rho[1:]
+			}
+		}
+		improved := fx - fn2
+		copy(x, xn)
+		fx, g = fn2, gn
+		if improved < 1e-7*(1+math.Abs(fx)) {
+			break
+		}
+	}
+	return fx, true
+}
+
+// fitGPIso fits a GP with one length scale shared by every feature: three
+// hyperparameters, so it overfits a small context less than the ARD fit.
+func fitGPIso(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
+	rows := spreadSample(n, c.rows)
+	m := len(rows)
+	zs := make([]float64, m*f)
+	ys := make([]float64, m)
+	for k, i := range rows {
+		copy(zs[k*f:(k+1)*f], z[i*f:(i+1)*f])
+		ys[k] = y[i]
+	}
+	obj := func(t []float64) (float64, []float64, bool) {
+		full := make([]float64, f+2)
+		for d := range f {
+			full[d] = t[0]
+		}
+		full[f], full[f+1] = t[1], t[2]
+		val, g, ok := gpObjective(zs, m, f, ys, full)
+		if !ok {
+			return 0, nil, false
+		}
+		var g0 float64
+		for d := range f {
+			g0 += g[d]
+		}
+		return val, []float64{g0, g[f], g[f+1]}, true
+	}
+	project := func(t []float64) {
+		t[0] = min(max(t[0], math.Log(minEll)), math.Log(maxEll))
+		t[1] = min(max(t[1], math.Log(1e-3)), math.Log(1e3))
+		t[2] = min(max(t[2], math.Log(minNoise)), math.Log(10))
+	}
+	var best []float64
+	bv := math.Inf(1)
+	for _, s := range []float64{1, 0.2} {
+		th := []float64{math.Log(s * math.Sqrt(float64(f))), 0, math.Log(0.1)}
+		if v, ok := lbfgs(obj, th, c.screenIters+c.iters, project); ok && v < bv {
+			bv, best = v, th
+		}
+	}
+	h := gpHyper{ell: make([]float64, f), sf2: 1, sn2: 0.1}
+	if best == nil {
+		for d := range f {
+			h.ell[d] = math.Sqrt(float64(f))
+		}
+		return h
+	}
+	h.sf2, h.sn2 = math.Exp(best[1]), math.Exp(best[2])
+	for d := range f {
+		h.ell[d] = math.Exp(best[0])
+	}
+	return h
+}

@@ -1,0 +1,284 @@
+package gpu
+
+import (
+	"math"
+	"sort"
+)
+
+// Head kinds. A solve head is the Gaussian-process posterior mean written as
+// attention: unnormalised kernel scores, values solved at cache build
+// (α = (K+σ²I)⁻¹r, the step in which context rows attend to context rows).
+// A smooth head is softmax attention (Nadaraya–Watson kernel smoothing) whose
+// values are the residual the layers before it left.
+const (
+	kindSolve = iota
+	kindSmooth
+)
+
+// sqDist is the ARD squared distance Σ_d ((a_d−b_d)·inv_d)².
+func sqDist(a, b, inv []float64) float64 {
+	var s float64
+	for d, w := range inv {
+		t := (a[d] - b[d]) * w
+		s += t * t
+	}
+	return s
+}
+
+// solveResult is a fitted solve head on the context.
+type solveResult struct {
+	alpha []float64 // per row, already divided by the number of chunks
+	loo   []float64 // leave-one-out prediction of the head on each row
+}
+
+// fitSolve solves the GP head on target r. Rows are dealt round-robin into
+// ceil(n/chunk) chunks (one expert each, averaged); a single chunk is the
+// exact GP. For rows marked in score (nil: all) it also returns the
+// leave-one-out prediction: the row's own expert in closed form, plus the
+// other experts' predictions.
+func fitSolve(z []float64, n, f int, inv []float64, sf2, sn2 float64, r []float64, chunk int, score []bool) solveResult {
+	nc := 1
+	if chunk > 0 && n > chunk {
+		nc = (n + chunk - 1) / chunk
+	}
+	res := solveResult{alpha: make([]float64, n), loo: make([]float64, n)}
+	own := make([]float64, n)
+	for c := range nc {
+		var rows []int
+		for i := c; i < n; i += nc {
+			rows = append(rows, i)
+		}
+		m := len(rows)
+		k := make([]float64, m*m)
+		jitter := 0.0
+		for {
+			parallelFor(m, 16, func(lo, hi int) {
+				for a := lo; a < hi; a++ {
+					za := z[rows[a]*f : (rows[a]+1)*f]
+					for b := 0; b <= a; b++ {
+						k[a*m+b] = sf2 * math.Exp(-0.5*sqDist(za, z[rows[b]*f:(rows[b]+1)*f], inv))
+					}
+					k[a*m+a] += sn2 + jitter
+				}
+			})
+			if cholesky(k, m) == nil {
+				break
+			}
+			// A PD kernel plus noise rarely gets here; add jitter and retry.
+			jitter = max(jitter*10, 1e-9*sf2)
+		}
+		rr := make([]float64, m)
+		for a, i := range rows {
+			rr[a] = r[i]
+		}
+		al := cholSolve(k, m, rr)
+		parallelFor(m, 8, func(lo, hi int) {
+			x := make([]float64, m)
+			for a := lo; a < hi; a++ {
+				i := rows[a]
+				res.alpha[i] = al[a] / float64(nc)
+				if score != nil && !score[i] {
+					continue
+				}
+				// [K⁻¹]_aa = ‖L⁻¹e_a‖², by forward substitution from a.
+				x[a] = 1 / k[a*m+a]
+				d := x[a] * x[a]
+				for b := a + 1; b < m; b++ {
+					rb := k[b*m:]
+					x[b] = -dot(rb[a:b], x[a:b]) / rb[b]
+					d += x[b] * x[b]
+				}
+				own[i] = rr[a] - al[a]/d
+			}
+		})
+	}
+	if nc == 1 {
+		copy(res.loo, own)
+		return res
+	}
+	parallelFor(n, 32, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if score != nil && !score[i] {
+				continue
+			}
+			zi := z[i*f : (i+1)*f]
+			s := own[i] / float64(nc)
+			for j := range n {
+				if j%nc == i%nc {
+					continue
+				}
+				s += sf2 * math.Exp(-0.5*sqDist(zi, z[j*f:(j+1)*f], inv)) * res.alpha[j]
+			}
+			res.loo[i] = s
+		}
+	})
+	return res
+}
+
+// ensembleSelect picks non-negative weights summing to one over candidate
+// predictions cand (each length n) that minimise the squared error against y,
+// by greedy forward selection with replacement (Caruana et al. 2004): robust
+// on small contexts, where free least-squares stacking overfits.
+func ensembleSelect(cand [][]float64, y []float64, init, rounds int) []float64 {
+	n := len(y)
+	w := make([]float64, len(cand))
+	cur := make([]float64, n)
+	// Sorted initialisation: start from the init best candidates in equal
+	// shares, which keeps a small context from betting on one noisy winner.
+	order := make([]int, len(cand))
+	errs := make([]float64, len(cand))
+	for k := range cand {
+		order[k] = k
+		errs[k] = sse(y, cand[k])
+	}
+	sort.SliceStable(order, func(a, b int) bool { return errs[order[a]] < errs[order[b]] })
+	count := 0
+	add := func(k int) {
+		count++
+		w[k]++
+		for i := range n {
+			cur[i] += (cand[k][i] - cur[i]) / float64(count)
+		}
+	}
+	for _, k := range order[:min(init, len(order))] {
+		add(k)
+	}
+	for range rounds {
+		best, bestErr := -1, math.Inf(1)
+		for k, c := range cand {
+			var e float64
+			for i := range n {
+				p := cur[i] + (c[i]-cur[i])/float64(count+1)
+				e += (y[i] - p) * (y[i] - p)
+			}
+			if e < bestErr {
+				best, bestErr = k, e
+			}
+		}
+		add(best)
+	}
+	for k := range w {
+		w[k] /= float64(count)
+	}
+	return w
+}
+
+// baggedSelect averages ensembleSelect over fixed half-samples of the rows
+// (bagged ensemble selection, Caruana et al. 2006): the weights then reflect
+// which heads win consistently, not on a few lucky rows.
+func baggedSelect(cand [][]float64, y []float64, bags, init, rounds int) []float64 {
+	n := len(y)
+	w := make([]float64, len(cand))
+	if bags <= 1 || n < 8 {
+		return ensembleSelect(cand, y, init, rounds)
+	}
+	sub := make([][]float64, len(cand))
+	for b := range bags {
+		rows := spreadSampleSeed(n, n/2, uint64(b+1))
+		ys := make([]float64, len(rows))
+		for k := range cand {
+			sub[k] = make([]float64, len(rows))
+			for a, i := range rows {
+				sub[k][a] = cand[k][i]
+			}
+		}
+		for a, i := range rows {
+			ys[a] = y[i]
+		}
+		for k, v := range ensembleSelect(sub, ys, init, rounds) {
+			w[k] += v / float64(bags)
+		}
+	}
+	return w
+}
+
+func sse(y, p []float64) float64 {
+	var s float64
+	for i := range y {
+		s += (y[i] - p[i]) * (y[i] - p[i])
+	}
+	return s
+}
+
+// localMean is the Gaussian-weighted mean of v with squared bandwidth h2,
+// skipping row skip (−1 for none).
+func localMean(d2, v []float64, h2 float64, skip int) float64 {
+	if h2 <= 0 {
+		h2 = 1e-300
+	}
+	s := -0.5 / h2
+	var num, den float64
+	for j := range d2 {
+		if j == skip {
+			continue
+		}
+		w := math.Exp(s * d2[j])
+		num += w * v[j]
+		den += w
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
+}
+
+// kthSmallest returns the k-th smallest (0-based) of a, reordering a.
+func kthSmallest(a []float64, k int) float64 {
+	lo, hi := 0, len(a)-1
+	for lo < hi {
+		p := a[(lo+hi)/2]
+		i, j := lo, hi
+		for i <= j {
+			for a[i] < p {
+				i++
+			}
+			for a[j] > p {
+				j--
+			}
+			if i <= j {
+				a[i], a[j] = a[j], a[i]
+				i++
+				j--
+			}
+		}
+		if k <= j {
+			hi = j
+		} else if k >= i {
+			lo = i
+		} else {
+			return a[k]
+		}
+	}
+	return a[k]
+}
+
+// knnMean is the mean of v over the k smallest d2, skipping row skip.
+func knnMean(d2, v []float64, k, skip int) float64 {
+	n := len(d2)
+	if skip >= 0 {
+		n--
+	}
+	k = min(k, n)
+	if k <= 0 {
+		return 0
+	}
+	idx := make([]int, 0, len(d2))
+	for j := range d2 {
+		if j != skip {
+			idx = append(idx, j)
+		}
+	}
+	// Partial selection sort is fine for the small k used here.
+	var s float64
+	for a := range k {
+		b := a
+		for c := a + 1; c < len(idx); c++ {
+			if d2[idx[c]] < d2[idx[b]] || (d2[idx[c]] == d2[idx[b]] && idx[c] < idx[b]) {
+				b = c
+			}
+		}
+		idx[a], idx[b] = idx[b], idx[a]
+		s += v[idx[a]]
+	}
+	return s / float64(k)
+}

@@ -1,0 +1,311 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+)
+
+// The KV cache. For every layer l, feature group g (features 2g and 2g+1)
+// and context row i it holds a key vector and a value vector of width E =
+// headWidth, as the memory policy's size estimate assumes:
+//
+//	key[l][i][g][2h+c]   = (z[i][2g+c] − anchor[block(i)][2g+c]) / ℓ_h[2g+c]
+//	value[l][i][g][2h+0] = v_h[i] / vScale_h
+//	value[l][i][g][2h+1] = 1 (a count channel)
+//
+// for head h of the layer and c ∈ {0, 1} (the missing half of an odd last
+// pair is 0). A query's squared distance to row i for head h is the sum over
+// groups of its 2-wide key slices, so every group's key is read by every
+// head. The value is the head's value for the row (the GP solve α for solve
+// heads, the target for the others); every group's cell carries it, like the
+// per-cell values of the layout the policy talks about, and the kernel
+// averages the groups' copies. Storage is bf16 or int8 with one float32
+// absmax scale per row, group and K or V vector.
+//
+// Solve heads are unnormalised and need no count channel, while their solved
+// values cancel one another, so they spend that channel on a second digit of
+// the value: bf16 keeps hi = bf16(v) and lo = bf16(v − hi); int8 keeps
+// hi = round(v/s) and lo = round((v/s − hi)·127) under the vector's scale s.
+
+// layerStore is one layer's keys and values for rows [0, rows).
+type layerStore struct {
+	paired [headsPerLayer]bool // solve heads: the value pair is (hi, lo)
+	dtype  string
+	rows   int
+	groups int
+	kb, vb []uint16 // bf16
+	kq, vq []int8   // int8
+	ks, vs []float32
+}
+
+// bytesPerRowLayer is the cache size of one row in one layer.
+func bytesPerRowLayer(groups int, dtype string) int64 {
+	if dtype == CacheDTypeInt8 {
+		return int64(groups) * 2 * (headWidth + 4)
+	}
+	return int64(groups) * 2 * headWidth * 2
+}
+
+func newLayerStore(dtype string, rows, groups int, paired [headsPerLayer]bool) *layerStore {
+	s := &layerStore{dtype: dtype, rows: rows, groups: groups, paired: paired}
+	n := rows * groups * headWidth
+	if dtype == CacheDTypeInt8 {
+		s.kq, s.vq = make([]int8, n), make([]int8, n)
+		s.ks, s.vs = make([]float32, rows*groups), make([]float32, rows*groups)
+	} else {
+		s.kb, s.vb = make([]uint16, n), make([]uint16, n)
+	}
+	return s
+}
+
+func (s *layerStore) bytes() int64 { return int64(s.rows) * bytesPerRowLayer(s.groups, s.dtype) }
+
+// clone copies the store, as streaming an offloaded layer into device
+// memory does.
+func (s *layerStore) clone() *layerStore {
+	c := *s
+	c.kb, c.vb = append([]uint16(nil), s.kb...), append([]uint16(nil), s.vb...)
+	c.kq, c.vq = append([]int8(nil), s.kq...), append([]int8(nil), s.vq...)
+	c.ks, c.vs = append([]float32(nil), s.ks...), append([]float32(nil), s.vs...)
+	return &c
+}
+
+// putK stores row i's float32 key vectors (groups×E).
+func (s *layerStore) putK(i int, k []float32) {
+	w := s.groups * headWidth
+	if s.dtype == CacheDTypeInt8 {
+		for g := range s.groups {
+			o := i*w + g*headWidth
+			s.ks[i*s.groups+g] = quantInt8(k[g*headWidth:(g+1)*headWidth], s.kq[o:o+headWidth])
+		}
+		return
+	}
+	for e := range w {
+		s.kb[i*w+e] = toBF16(k[e])
+	}
+}
+
+// putV stores row i's float32 value vectors; for paired heads the second
+// channel is ignored and rewritten as the low digit.
+func (s *layerStore) putV(i int, v []float32) {
+	w := s.groups * headWidth
+	if s.dtype == CacheDTypeInt8 {
+		for g := range s.groups {
+			o := i*w + g*headWidth
+			vg := v[g*headWidth : (g+1)*headWidth]
+			for h, p := range s.paired {
+				if p {
+					vg[2*h+1] = 0
+				}
+			}
+			sc := quantInt8(vg, s.vq[o:o+headWidth])
+			s.vs[i*s.groups+g] = sc
+			for h, p := range s.paired {
+				if p && sc > 0 {
+					x := vg[2*h] / sc
+					hi := float32(math.RoundToEven(float64(x)))
+					lo := float32(math.RoundToEven(float64((x - hi) * 127)))
+					s.vq[o+2*h] = int8(hi)
+					s.vq[o+2*h+1] = int8(min(max(lo, -127), 127))
+				}
+			}
+		}
+		return
+	}
+	for e := range w {
+		s.vb[i*w+e] = toBF16(v[e])
+	}
+	for g := range s.groups {
+		for h, p := range s.paired {
+			if p {
+				o := i*w + g*headWidth + 2*h
+				s.vb[o+1] = toBF16(v[g*headWidth+2*h] - fromBF16(s.vb[o]))
+			}
+		}
+	}
+}
+
+// getK writes row i's dequantised key vectors into k.
+func (s *layerStore) getK(i int, k []float32) {
+	w := s.groups * headWidth
+	if s.dtype == CacheDTypeInt8 {
+		for g := range s.groups {
+			o := i*w + g*headWidth
+			ks := s.ks[i*s.groups+g]
+			for e := range headWidth {
+				k[g*headWidth+e] = float32(s.kq[o+e]) * ks
+			}
+		}
+		return
+	}
+	for e := range w {
+		k[e] = fromBF16(s.kb[i*w+e])
+	}
+}
+
+// getV writes row i's dequantised value vectors into v; for paired heads the
+// value channel holds hi+lo and the second channel 1.
+func (s *layerStore) getV(i int, v []float32) {
+	w := s.groups * headWidth
+	if s.dtype == CacheDTypeInt8 {
+		for g := range s.groups {
+			o := i*w + g*headWidth
+			vs := s.vs[i*s.groups+g]
+			for e := range headWidth {
+				v[g*headWidth+e] = float32(s.vq[o+e]) * vs
+			}
+			for h, p := range s.paired {
+				if p {
+					v[g*headWidth+2*h] = (float32(s.vq[o+2*h]) + float32(s.vq[o+2*h+1])/127) * vs
+					v[g*headWidth+2*h+1] = 1
+				}
+			}
+		}
+		return
+	}
+	for e := range w {
+		v[e] = fromBF16(s.vb[i*w+e])
+	}
+	for g := range s.groups {
+		for h, p := range s.paired {
+			if p {
+				o := g*headWidth + 2*h
+				v[o] += v[o+1]
+				v[o+1] = 1
+			}
+		}
+	}
+}
+
+// buildLayer computes layer l's keys and values for every row into a new
+// store of the given precision. Keys are stored first; the solve heads'
+// values are then solved on the keys as stored (positions rebuilt from the
+// rounded keys and their anchors), so each solve head is an exact GP on the
+// inputs the queries will see and the solve does not amplify rounding. The
+// solve is where context rows attend to context rows; its workspace is
+// reserved on dev, in experts of at most chunk rows.
+func (c *contextFit) buildLayer(l int, dev *Device, chunk int, dtype string) (*layerStore, error) {
+	var paired [headsPerLayer]bool
+	for h := range c.layers[l] {
+		paired[h] = c.layers[l][h].spec.kind == kindSolve
+	}
+	s := newLayerStore(dtype, c.n, c.g, paired)
+	w := c.g * headWidth
+	parallelFor(c.n, 256, func(lo, hi int) {
+		k := make([]float32, w)
+		for i := lo; i < hi; i++ {
+			c.rowKeys(l, i, k)
+			s.putK(i, k)
+		}
+	})
+	var vals [headsPerLayer][]float64
+	for h := range c.layers[l] {
+		hd := &c.layers[l][h]
+		if hd.spec.kind != kindSolve {
+			vals[h] = c.ys
+			continue
+		}
+		a, err := c.solveStored(s, h, hd, dev, chunk)
+		if err != nil {
+			return nil, err
+		}
+		vals[h] = a
+	}
+	parallelFor(c.n, 256, func(lo, hi int) {
+		v := make([]float32, w)
+		for i := lo; i < hi; i++ {
+			c.rowValues(l, vals, i, v)
+			s.putV(i, v)
+		}
+	})
+	return s, nil
+}
+
+// solveStored solves head h's GP on the positions its stored keys encode.
+func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, chunk int) ([]float64, error) {
+	n, f := c.n, c.f
+	m := n
+	if chunk > 0 && n > chunk {
+		nc := (n + chunk - 1) / chunk
+		m = (n + nc - 1) / nc
+	}
+	// One expert's kernel matrix (factored in place), the positions and a
+	// few vectors.
+	res, err := dev.reserve(int64(m)*int64(m)*8+int64(n)*int64(f+4)*8, fmt.Sprintf("solve workspace for %d rows", m))
+	if err != nil {
+		return nil, err
+	}
+	defer res.release()
+	pos := make([]float64, n*f)
+	w := c.g * headWidth
+	parallelFor(n, 256, func(lo, hi int) {
+		k := make([]float32, w)
+		for i := lo; i < hi; i++ {
+			s.getK(i, k)
+			a := c.anchors[(i/anchorBlock)*f : (i/anchorBlock+1)*f]
+			for d := range f {
+				pos[i*f+d] = a[d]*hd.inv[d] + float64(k[(d/2)*headWidth+2*h+d%2])
+			}
+		}
+	})
+	ones := make([]float64, f)
+	for d := range ones {
+		ones[d] = 1
+	}
+	hp := c.hyper[hd.spec.metric]
+	return fitSolve(pos, n, f, ones, hp.sf2, hp.sn2, c.ys, chunk, make([]bool, n)).alpha, nil
+}
+
+// rowKeys writes row i's float32 key vectors for layer l.
+func (c *contextFit) rowKeys(l, i int, k []float32) {
+	f := c.f
+	zi := c.z[i*f : (i+1)*f]
+	a := c.anchors[(i/anchorBlock)*f : (i/anchorBlock+1)*f]
+	for g := range c.g {
+		for h := range c.layers[l] {
+			hd := &c.layers[l][h]
+			for cc := range 2 {
+				d := 2*g + cc
+				var x float32
+				if d < f {
+					x = float32((zi[d] - a[d]) * hd.inv[d])
+				}
+				k[g*headWidth+2*h+cc] = x
+			}
+		}
+	}
+}
+
+// rowValues writes row i's float32 value vectors for layer l.
+func (c *contextFit) rowValues(l int, vals [headsPerLayer][]float64, i int, v []float32) {
+	for g := range c.g {
+		for h := range c.layers[l] {
+			v[g*headWidth+2*h] = float32(vals[h][i] / c.layers[l][h].vScale)
+			v[g*headWidth+2*h+1] = 1
+		}
+	}
+}
+
+// queryKeys writes the query's key slices relative to every anchor block:
+// qk[b][g][2h+c], the same formula as the context keys.
+func (c *contextFit) queryKeys(l int, x []float64, qk []float32) {
+	f := c.f
+	nb := len(c.anchors) / f
+	w := c.g * headWidth
+	for b := range nb {
+		a := c.anchors[b*f : (b+1)*f]
+		for g := range c.g {
+			for h := range c.layers[l] {
+				hd := &c.layers[l][h]
+				for cc := range 2 {
+					d := 2*g + cc
+					var q float32
+					if d < f {
+						q = float32((x[d] - a[d]) * hd.inv[d])
+					}
+					qk[b*w+g*headWidth+2*h+cc] = q
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+)
+
+// kvCache is a built KV cache: every layer's store, where it lives, and the
+// GP expert size its values were solved with.
+type kvCache struct {
+	rung   string
+	dtype  string
+	tier   string // "device" or "host"
+	layers []*layerStore
+	bytes  int64
+	res    *reservation // device memory of a resident cache
+	chunk  int
+}
+
+// estBytes is the cache size of the fitted context at a precision.
+func (r *Regressor) estBytes(dtype string) int64 {
+	c := r.fit
+	return int64(len(c.layers)) * int64(c.n) * bytesPerRowLayer(c.g, dtype)
+}
+
+// dtypes are the cache precisions to try, in order (the vendor's ladder).
+func (r *Regressor) dtypes() []string {
+	switch {
+	case r.policy.CacheDType == CacheDTypeInt8:
+		return []string{CacheDTypeInt8}
+	case r.policy.AllowQuantization:
+		return []string{CacheDTypeBF16, CacheDTypeInt8}
+	default:
+		return []string{CacheDTypeBF16}
+	}
+}
+
+// build computes every layer into a cache at dtype, in device memory
+// (tier "device", reserved up front) or in host memory (tier "host", each
+// layer streamed into device memory when used, so one layer must fit).
+func (r *Regressor) build(dtype, tier string, chunk int) (*kvCache, error) {
+	c := r.fit
+	kc := &kvCache{dtype: dtype, tier: tier, chunk: chunk, bytes: r.estBytes(dtype)}
+	if tier == "device" {
+		res, err := r.dev.reserve(kc.bytes, "resident "+dtype+" cache")
+		if err != nil {
+			return nil, err
+		}
+		kc.res = res
+	} else {
+		// Check that streaming a layer back will fit.
+		res, err := r.dev.reserve(kc.bytes/int64(len(c.layers)), "one streamed "+dtype+" layer")
+		if err != nil {
+			return nil, err
+		}
+		res.release()
+	}
+	for l := range c.layers {
+		s, err := c.buildLayer(l, r.dev, chunk, dtype)
+		if err != nil {
+			kc.res.release()
+			return nil, err
+		}
+		kc.layers = append(kc.layers, s)
+	}
+	return kc, nil
+}
+
+// resolve runs the ladder for a query set that spans several batches:
+// resident bf16, resident int8, offload bf16, offload int8 (within the
+// policy's budgets and the precisions it allows); after a real
+// out-of-memory error, the same with the GP solve in row chunks; else no
+// cache (plain_loop).
+func (r *Regressor) resolve() (*kvCache, error) {
+	gpuBudget := r.policy.GPUBudgetBytes(r.dev.Capacity())
+	hostBudget := r.policy.HostBudgetBytes(r.hostBytes)
+	type step struct{ dtype, tier, rung string }
+	var steps []step
+	for _, dt := range r.dtypes() {
+		if r.estBytes(dt) <= gpuBudget {
+			steps = append(steps, step{dt, "device", "resident_" + dt})
+		}
+	}
+	if r.policy.OffloadToHost {
+		for _, dt := range r.dtypes() {
+			if r.estBytes(dt) <= hostBudget {
+				steps = append(steps, step{dt, "host", "offload_" + dt})
+			}
+		}
+	}
+	var oom error
+	for _, s := range steps {
+		kc, err := r.build(s.dtype, s.tier, r.fit.solveChunk)
+		if err == nil {
+			kc.rung = s.rung
+			return kc, nil
+		}
+		if !errors.Is(err, ErrOutOfMemory) {
+			return nil, err
+		}
+		oom = err
+	}
+	if oom != nil {
+		chunk := chunkAfterOOM
+		if r.policy.ContextRowChunk != nil {
+			chunk = *r.policy.ContextRowChunk
+		}
+		chunk = min(chunk, r.fit.solveChunk)
+		for _, s := range steps {
+			kc, err := r.build(s.dtype, s.tier, chunk)
+			if err == nil {
+				kc.rung = RungContextRowChunk
+				return kc, nil
+			}
+			if !errors.Is(err, ErrOutOfMemory) {
+				return nil, err
+			}
+		}
+	}
+	return nil, nil
+}
+
+// cacheReader reads layers from a built cache.
+func (r *Regressor) cacheReader(kc *kvCache) layerReader {
+	return func(l int) (*layerStore, func(), error) {
+		s := kc.layers[l]
+		if kc.tier == "device" {
+			return s, func() {}, nil
+		}
+		res, err := r.dev.reserve(s.bytes(), "streamed layer")
+		if err != nil {
+			return nil, nil, err
+		}
+		return s.clone(), res.release, nil
+	}
+}
+
+// computeReader computes each layer afresh for every pass, in bf16 like the
+// cache, in device memory: the uncached path (no_cache, plain_loop).
+func (r *Regressor) computeReader(chunk int) layerReader {
+	c := r.fit
+	return func(l int) (*layerStore, func(), error) {
+		res, err := r.dev.reserve(int64(c.n)*bytesPerRowLayer(c.g, CacheDTypeBF16), "layer for one pass")
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := c.buildLayer(l, r.dev, chunk, CacheDTypeBF16)
+		if err != nil {
+			res.release()
+			return nil, nil, err
+		}
+		return s, res.release, nil
+	}
+}
+
+// Predict returns one prediction per query row. NaN or ±Inf cells are
+// missing and handled as in Fit. Safe for concurrent use after Fit.
+func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
+	c := r.fit
+	if c == nil {
+		return nil, ErrNotFitted
+	}
+	if len(Xq) == 0 {
+		return []float64{}, nil
+	}
+	zq, err := c.pp.transform(Xq)
+	if err != nil {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
+	nq := len(Xq)
+	qc := r.queryBatch
+	if room := r.elementsBudget()/int64(max(c.pp.inCols, 1)) - int64(c.n); int64(qc) > room {
+		qc = int(max(room, 1))
+	}
+	rep := MemoryReport{Policy: r.policy, DroppedContextRows: r.dropped, Rung: RungNoCache}
+	if len(c.layers) > 0 {
+		rep.EstCacheGB = gib(r.estBytes(CacheDTypeBF16))
+	}
+	read := r.computeReader(c.solveChunk)
+	if r.policy.Cache && nq > qc && !c.constant {
+		r.mu.Lock()
+		if r.cache == nil {
+			kc, err := r.resolve()
+			if err != nil {
+				r.mu.Unlock()
+				return nil, fmt.Errorf("predict: build cache: %w", err)
+			}
+			if kc == nil {
+				kc = &kvCache{rung: RungPlainLoop}
+			}
+			r.cache = kc
+		}
+		kc := r.cache
+		r.mu.Unlock()
+		rep.Rung = kc.rung
+		if kc.layers != nil {
+			read = r.cacheReader(kc)
+			rep.CacheBytes = kc.bytes
+			if kc.tier == "device" {
+				rep.ResidentGB = gib(kc.bytes)
+			}
+		}
+	}
+	out := make([]float64, 0, nq)
+	f := c.f
+	for lo := 0; lo < nq; {
+		hi := min(lo+qc, nq)
+		// The batch's score matrix lives in device memory; halve the batch
+		// on out-of-memory when the policy allows.
+		res, err := r.dev.reserve(int64(hi-lo)*int64(c.n)*headsPerLayer*4, "query batch scores")
+		if err != nil {
+			if errors.Is(err, ErrOutOfMemory) && r.policy.AdaptiveQueryChunk && qc > 1 {
+				qc /= 2
+				continue
+			}
+			return nil, fmt.Errorf("predict: %w", err)
+		}
+		scratch := make([]float32, (hi-lo)*c.n*headsPerLayer)
+		p, err := c.forward(zq[lo*f:hi*f], hi-lo, read, scratch)
+		res.release()
+		if err != nil {
+			return nil, fmt.Errorf("predict: %w", err)
+		}
+		out = append(out, p...)
+		lo = hi
+	}
+	rep.QueryChunk = min(qc, nq)
+	r.mu.Lock()
+	r.report = rep
+	r.mu.Unlock()
+	return out, nil
+}

@@ -1,0 +1,160 @@
+package gpu
+
+import (
+	"errors"
+	"math"
+)
+
+// errNotPositiveDefinite reports a kernel matrix that Cholesky cannot factor;
+// callers add jitter and retry.
+var errNotPositiveDefinite = errors.New("matrix is not positive definite")
+
+// cholesky factors the symmetric positive-definite n×n row-major matrix a in
+// place into its lower factor L (a = L·Lᵀ); the strict upper triangle is left
+// as garbage. It is blocked and right-looking; each block of the trailing
+// update is computed by one goroutine in a fixed order, so the bits do not
+// depend on GOMAXPROCS.
+func cholesky(a []float64, n int) error {
+	const nb = 48
+	for k := 0; k < n; k += nb {
+		kb := min(nb, n-k)
+		// Factor the diagonal block.
+		for j := k; j < k+kb; j++ {
+			rj := a[j*n:]
+			d := rj[j] - dot(rj[k:j], rj[k:j])
+			if !(d > 0) || math.IsInf(d, 0) {
+				return errNotPositiveDefinite
+			}
+			d = math.Sqrt(d)
+			rj[j] = d
+			for i := j + 1; i < k+kb; i++ {
+				ri := a[i*n:]
+				ri[j] = (ri[j] - dot(ri[k:j], rj[k:j])) / d
+			}
+		}
+		rest := n - k - kb
+		if rest == 0 {
+			break
+		}
+		// Panel: rows below the block solve against the block's factor.
+		parallelFor(rest, 32, func(lo, hi int) {
+			for i := k + kb + lo; i < k+kb+hi; i++ {
+				ri := a[i*n:]
+				for j := k; j < k+kb; j++ {
+					rj := a[j*n:]
+					ri[j] = (ri[j] - dot(ri[k:j], rj[k:j])) / rj[j]
+				}
+			}
+		})
+		// Trailing update of the lower triangle, against a contiguous copy of
+		// the panel: row strides of a power-of-two n alias in the cache.
+		panel := make([]float64, rest*kb)
+		for i := range rest {
+			copy(panel[i*kb:(i+1)*kb], a[(k+kb+i)*n+k:(k+kb+i)*n+k+kb])
+		}
+		parallelFor(rest, 16, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				ri := a[(k+kb+i)*n+k+kb:]
+				pi := panel[i*kb : (i+1)*kb]
+				j := 0
+				for ; j+2 <= i+1; j += 2 {
+					d0, d1 := dot2(pi, panel[j*kb:(j+1)*kb], panel[(j+1)*kb:(j+2)*kb])
+					ri[j] -= d0
+					ri[j+1] -= d1
+				}
+				for ; j <= i; j++ {
+					ri[j] -= dot(pi, panel[j*kb:(j+1)*kb])
+				}
+			}
+		})
+	}
+	return nil
+}
+
+// cholSolve solves (L·Lᵀ)x = b for x, given the lower factor in l.
+func cholSolve(l []float64, n int, b []float64) []float64 {
+	x := make([]float64, n)
+	for i := range n {
+		ri := l[i*n:]
+		x[i] = (b[i] - dot(ri[:i], x[:i])) / ri[i]
+	}
+	for i := n - 1; i >= 0; i-- {
+		s := x[i]
+		for k := i + 1; k < n; k++ {
+			s -= l[k*n+i] * x[k]
+		}
+		x[i] = s / l[i*n+i]
+	}
+	return x
+}
+
+// invLowerT returns the columns of L⁻¹ as rows: row j of the result holds
+// column j of L⁻¹ (zero above j). Columns are independent, so they are
+// solved in parallel.
+func invLowerT(l []float64, n int) []float64 {
+	xt := make([]float64, n*n)
+	parallelFor(n, 8, func(lo, hi int) {
+		for j := lo; j < hi; j++ {
+			x := xt[j*n:]
+			x[j] = 1 / l[j*n+j]
+			for i := j + 1; i < n; i++ {
+				ri := l[i*n:]
+				x[i] = -dot(ri[j:i], x[j:i]) / ri[i]
+			}
+		}
+	})
+	return xt
+}
+
+// invDiag returns diag((L·Lᵀ)⁻¹): the squared norms of the columns of L⁻¹.
+func invDiag(xt []float64, n int) []float64 {
+	d := make([]float64, n)
+	for j := range n {
+		c := xt[j*n+j : j*n+n]
+		d[j] = dot(c, c)
+	}
+	return d
+}
+
+// invFull returns (L·Lᵀ)⁻¹ = L⁻ᵀL⁻¹ as a dense symmetric row-major matrix.
+func invFull(xt []float64, n int) []float64 {
+	inv := make([]float64, n*n)
+	parallelFor(n, 8, func(lo, hi int) {
+		for a := lo; a < hi; a++ {
+			ra := xt[a*n:]
+			for b := 0; b <= a; b++ {
+				// Column a of L⁻¹ is zero above a, so the sum starts at a.
+				inv[a*n+b] = dot(ra[a:n], xt[b*n+a:b*n+n])
+			}
+		}
+	})
+	for a := range n {
+		for b := a + 1; b < n; b++ {
+			inv[a*n+b] = inv[b*n+a]
+		}
+	}
+	return inv
+}
+
+// dot2 is two dot products sharing a, each summed in dot's fixed order.
+func dot2(a, b, c []float64) (float64, float64) {
+	b = b[:len(a)]
+	c = c[:len(a)]
+	var s0, s1, s2, s3, t0, t1, t2, t3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+		t0 += a[i] * c[i]
+		t1 += a[i+1] * c[i+1]
+		t2 += a[i+2] * c[i+2]
+		t3 += a[i+3] * c[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+		t0 += a[i] * c[i]
+	}
+	return (s0 + s1) + (s2 + s3), (t0 + t1) + (t2 + t3)
+}

@@ -1,0 +1,39 @@
+package gpu
+
+// predict64 evaluates the fitted model in float64 without any cache; tests
+// use it as the reference the quantised paths are compared with.
+func (c *contextFit) predict64(Xq [][]float64) []float64 {
+	out := make([]float64, len(Xq))
+	if c.constant {
+		for i := range out {
+			out[i] = c.pp.yMean
+		}
+		return out
+	}
+	zq, _ := c.pp.transform(Xq)
+	n, f := c.n, c.f
+	dA, d2, sel := make([]float64, n), make([]float64, n), make([]float64, n)
+	var buf []float64
+	for q := range Xq {
+		x := zq[q*f : (q+1)*f]
+		p := c.trendW * c.tr.eval(x, buf)
+		for l := range c.layers {
+			for h := range c.layers[l] {
+				hd := &c.layers[l][h]
+				if hd.w == 0 {
+					continue
+				}
+				base := make([]float64, len(hd.inv))
+				for d := range base {
+					base[d] = hd.inv[d] * hd.spec.mult
+				}
+				for j := range n {
+					dA[j] = sqDist(x, c.z[j*f:(j+1)*f], base)
+				}
+				p += hd.w * headOutput64(hd, dA, d2, sel, -1)
+			}
+		}
+		out[q] = p*c.pp.yScale + c.pp.yMean
+	}
+	return out
+}

@@ -1,0 +1,220 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// prep is the preprocessing fitted on the context before any cache is built:
+//
+//   - a cell that is NaN or ±Inf is missing; it is replaced by the context
+//     median of its column, and every column that had a missing cell in the
+//     context gains a 0/1 missingness indicator column, so the model can learn
+//     from the fact that a value was absent;
+//   - a column with no present value, or one value only, carries no
+//     information and is dropped;
+//   - every column is standardised with the context mean and deviation;
+//   - with more than maxDirect columns, the standardised columns are
+//     projected on their leading principal axes (adaptive SVD), keeping 99.5%
+//     of the variance and at most maxDirect axes;
+//   - the target is standardised too; predictions are mapped back.
+//
+// A query cell missing in a column that had no missing context cell is
+// imputed with the median alone.
+type prep struct {
+	inCols    int
+	cols      []int     // raw column of each kept value column
+	median    []float64 // per raw column
+	indicator []int     // raw columns that get a missingness indicator
+	mean      []float64 // per standardised column
+	scale     []float64
+	proj      []float64 // outDim×stdCols row-major principal axes, or nil
+	outDim    int
+	yMean     float64
+	yScale    float64
+}
+
+// maxDirect is the number of standardised columns above which prep projects
+// on principal axes.
+const maxDirect = 24
+
+func missing(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
+
+// fitPrep fits the preprocessing on the context and returns it with the
+// transformed context (n×outDim row-major) and the standardised target.
+func fitPrep(X [][]float64, y []float64) (*prep, []float64, []float64, error) {
+	n := len(X)
+	p := len(X[0])
+	for i, row := range X {
+		if len(row) != p {
+			return nil, nil, nil, fmt.Errorf("context row %d has %d features, row 0 has %d", i, len(row), p)
+		}
+	}
+	pp := &prep{inCols: p, median: make([]float64, p)}
+	vals := make([]float64, 0, n)
+	for c := range p {
+		vals = vals[:0]
+		for _, row := range X {
+			if !missing(row[c]) {
+				vals = append(vals, row[c])
+			}
+		}
+		if len(vals) == 0 {
+			continue
+		}
+		sort.Float64s(vals)
+		mid := len(vals) / 2
+		if len(vals)%2 == 1 {
+			pp.median[c] = vals[mid]
+		} else {
+			pp.median[c] = (vals[mid-1] + vals[mid]) / 2
+		}
+		if vals[0] != vals[len(vals)-1] {
+			pp.cols = append(pp.cols, c)
+		}
+		if len(vals) < n {
+			pp.indicator = append(pp.indicator, c)
+		}
+	}
+	raw := pp.rawRows(X)
+	w := len(pp.cols) + len(pp.indicator)
+	pp.mean = make([]float64, w)
+	pp.scale = make([]float64, w)
+	for c := range w {
+		var s float64
+		for i := range n {
+			s += raw[i*w+c]
+		}
+		m := s / float64(n)
+		var v float64
+		for i := range n {
+			d := raw[i*w+c] - m
+			v += d * d
+		}
+		sd := math.Sqrt(v / float64(n))
+		if sd == 0 || math.IsNaN(sd) {
+			sd = 1
+		}
+		pp.mean[c], pp.scale[c] = m, sd
+	}
+	z := pp.standardise(raw, n)
+	pp.outDim = w
+	if w > maxDirect {
+		pp.fitProjection(z, n, w)
+		z = pp.project(z, n)
+	}
+	var ym float64
+	for _, v := range y {
+		ym += v
+	}
+	ym /= float64(n)
+	var yv float64
+	for _, v := range y {
+		yv += (v - ym) * (v - ym)
+	}
+	ys := math.Sqrt(yv / float64(n))
+	if ys == 0 || math.IsNaN(ys) {
+		ys = 1
+	}
+	pp.yMean, pp.yScale = ym, ys
+	yt := make([]float64, n)
+	for i, v := range y {
+		yt[i] = (v - ym) / ys
+	}
+	return pp, z, yt, nil
+}
+
+// rawRows imputes and lays out the kept columns then the indicators.
+func (pp *prep) rawRows(X [][]float64) []float64 {
+	w := len(pp.cols) + len(pp.indicator)
+	out := make([]float64, len(X)*w)
+	for i, row := range X {
+		o := out[i*w : (i+1)*w]
+		for k, c := range pp.cols {
+			v := pp.median[c]
+			if c < len(row) && !missing(row[c]) {
+				v = row[c]
+			}
+			o[k] = v
+		}
+		for k, c := range pp.indicator {
+			if c >= len(row) || missing(row[c]) {
+				o[len(pp.cols)+k] = 1
+			}
+		}
+	}
+	return out
+}
+
+func (pp *prep) standardise(raw []float64, n int) []float64 {
+	w := len(pp.mean)
+	for i := range n {
+		for c := range w {
+			raw[i*w+c] = (raw[i*w+c] - pp.mean[c]) / pp.scale[c]
+		}
+	}
+	return raw
+}
+
+// fitProjection keeps the leading principal axes of the standardised columns.
+func (pp *prep) fitProjection(z []float64, n, w int) {
+	cov := make([]float64, w*w)
+	for i := range n {
+		r := z[i*w : (i+1)*w]
+		for a := range w {
+			for b := 0; b <= a; b++ {
+				cov[a*w+b] += r[a] * r[b]
+			}
+		}
+	}
+	for a := range w {
+		for b := 0; b <= a; b++ {
+			cov[a*w+b] /= float64(n)
+			cov[b*w+a] = cov[a*w+b]
+		}
+	}
+	vals, vecs := symEigen(cov, w)
+	var tot float64
+	for _, v := range vals {
+		tot += max(v, 0)
+	}
+	k, acc := 0, 0.0
+	for k < len(vals) && k < maxDirect && (k == 0 || acc < 0.995*tot) {
+		acc += max(vals[k], 0)
+		k++
+	}
+	pp.proj = vecs[:k*w]
+	pp.outDim = k
+}
+
+func (pp *prep) project(z []float64, n int) []float64 {
+	w := len(pp.mean)
+	out := make([]float64, n*pp.outDim)
+	for i := range n {
+		for a := range pp.outDim {
+			out[i*pp.outDim+a] = dot(pp.proj[a*w:(a+1)*w], z[i*w:(i+1)*w])
+		}
+	}
+	return out
+}
+
+// transform maps query rows into the model's feature space.
+func (pp *prep) transform(X [][]float64) ([]float64, error) {
+	for i, row := range X {
+		if len(row) != pp.inCols {
+			return nil, fmt.Errorf("query row %d has %d features, the context has %d", i, len(row), pp.inCols)
+		}
+	}
+	z := pp.standardise(pp.rawRows(X), len(X))
+	if pp.proj != nil {
+		z = pp.project(z, len(X))
+	}
+	return z, nil
+}
+
+// memoryBytes is what preprocessing holds for a context of n rows: the
+// transformed context and the target, in float64.
+func (pp *prep) memoryBytes(n int) int64 {
+	return int64(n) * int64(pp.outDim+2) * 8
+}
