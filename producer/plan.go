@@ -118,5 +118,5 @@ func (p *Producer) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
 		Target: job.Args.Field, Model: job.Args.Model, Features: job.Args.FeatureFields, Start: job.Start,
 		End: job.End, DryRun: job.DryRun, Origin: job.Origin}
 	return p.publishVerdict(ctx, meta, &verdict{schemas.TaskFailed, http.StatusInternalServerError,
-		"the job was dead-lettered (see 'regressd dlq list'): " + dl.Reason})
+		"the job was dead-lettered (see 'regressd dlq list'): " + dl.Reason}, "verdict:dead-letter")
 }

@@ -104,7 +104,7 @@ func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
 	var v *verdict
 	if errors.As(err, &v) {
 		log.Info("task ends in the producer", "status", v.status, "reason", v.msg)
-		return p.publishVerdict(ctx, meta, v)
+		return p.publishVerdict(ctx, meta, v, "verdict")
 	}
 	return err
 }
@@ -206,7 +206,8 @@ func (p *Producer) putContext(ctx context.Context, rec arrow.RecordBatch) (strin
 
 // publishVerdict sends a task's final word to the writer as a result with no
 // batches.
-func (p *Producer) publishVerdict(ctx context.Context, meta schemas.TaskMeta, v *verdict) error {
+// idSuffix names the verdict's message id (task id + ":" + idSuffix).
+func (p *Producer) publishVerdict(ctx context.Context, meta schemas.TaskMeta, v *verdict, idSuffix string) error {
 	meta.Batches = 0
 	hdr, err := json.Marshal(meta)
 	if err != nil {
@@ -219,6 +220,6 @@ func (p *Producer) publishVerdict(ctx context.Context, meta schemas.TaskMeta, v 
 	m.Header.Set(schemas.HeaderStatus, v.status)
 	m.Header.Set(schemas.HeaderMessage, v.msg)
 	m.Header.Set("Regressd-Code", strconv.Itoa(v.code))
-	_, err = p.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":verdict"))
+	_, err = p.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+idSuffix))
 	return err
 }

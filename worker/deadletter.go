@@ -39,6 +39,8 @@ func (w *Worker) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
 	m.Header.Set("Regressd-Rows", strconv.Itoa(rows))
 	m.Header.Set(schemas.HeaderStatus, schemas.BatchFailed)
 	m.Header.Set(schemas.HeaderMessage, "batch dead-lettered (see 'regressd dlq list'): "+dl.Reason)
-	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+strconv.Itoa(batchNo)))
+	// Its own id, so that the batch's real result, should the batch be
+	// retried from the DLQ, is not dropped as a duplicate of this one.
+	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+strconv.Itoa(batchNo)+":dead-letter"))
 	return err
 }

@@ -17,7 +17,12 @@ func ensureTask(ctx context.Context, tx pgx.Tx, m schemas.TaskMeta) error {
 		INSERT INTO regressd_tasks (task_id, trigger_name, measurement, target, model, window_start, window_end,
 			origin, dry_run, status, batches, context_rows, query_rows, read_rows, read_truncated, skipped_existing)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15)
-		ON CONFLICT (task_id) DO NOTHING`,
+		ON CONFLICT (task_id) DO UPDATE SET batches = EXCLUDED.batches, status = 'running', message = '', code = 0,
+			context_rows = EXCLUDED.context_rows, query_rows = EXCLUDED.query_rows, read_rows = EXCLUDED.read_rows,
+			read_truncated = EXCLUDED.read_truncated, skipped_existing = EXCLUDED.skipped_existing, updated = now()
+		-- Only a task settled without batches (its job dead-lettered) that
+		-- now has batches (the job retried from the DLQ) is reopened.
+		WHERE regressd_tasks.batches = 0 AND EXCLUDED.batches > 0`,
 		m.TaskID, m.Trigger, m.Measurement, m.Target, m.Model, m.Start, m.End, m.Origin, m.DryRun,
 		m.Batches, m.ContextRows, m.QueryRows, m.ReadRows, m.ReadTruncated, m.SkippedExists)
 	if err != nil {
@@ -27,14 +32,34 @@ func ensureTask(ctx context.Context, tx pgx.Tx, m schemas.TaskMeta) error {
 }
 
 // claimBatch records a batch; false means it was recorded before (a
-// redelivery) and must not be written again.
+// redelivery) and must not be written again. One exception: a batch recorded
+// as failed (it was dead-lettered) whose result now succeeds (retried from
+// the DLQ) has its failure undone here and is written as new.
 func claimBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, status string, rows int, msg string) (bool, error) {
 	tag, err := tx.Exec(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, taskID, batch, status, rows, msg)
 	if err != nil {
 		return false, fmt.Errorf("ledger batch: %w", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	if tag.RowsAffected() == 1 || status != schemas.BatchOK || batch < 0 {
+		return tag.RowsAffected() == 1, nil
+	}
+	var prev string
+	var prevRows int
+	err = tx.QueryRow(ctx, `SELECT status, rows FROM regressd_task_batches WHERE task_id = $1 AND batch_no = $2 FOR UPDATE`,
+		taskID, batch).Scan(&prev, &prevRows)
+	if err != nil || prev != schemas.BatchFailed {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE regressd_task_batches SET status = $3, rows = $4, message = '', written = 0, committed = now()
+		WHERE task_id = $1 AND batch_no = $2`, taskID, batch, status, rows); err != nil {
+		return false, fmt.Errorf("ledger batch repair: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE regressd_tasks SET batches_failed = batches_failed - 1, remaining = greatest(remaining - $2, 0)
+		WHERE task_id = $1`, taskID, prevRows); err != nil {
+		return false, fmt.Errorf("ledger batch repair: %w", err)
+	}
+	return true, nil
 }
 
 // finishBatch adds a batch's outcome to its task and settles the task's

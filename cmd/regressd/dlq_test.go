@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/nats-io/nats.go"
+
+	"github.com/regressd/regressd/scheduler"
+	"github.com/regressd/regressd/schemas"
+)
+
+// dlqCLI runs `regressd dlq` against e's NATS and returns its output.
+func (e *env) dlqCLI(args ...string) (string, error) {
+	e.t.Helper()
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &out}
+	args = append([]string{"dlq", "--nats-url", e.st.embedded.ClientURL(), "--log-level", "error"}, args...)
+	err := m.Run(context.Background(), args)
+	return out.String(), err
+}
+
+func (e *env) publishRaw(subject string, hdr map[string]string, data []byte) {
+	e.t.Helper()
+	m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+	for k, v := range hdr {
+		m.Header.Set(k, v)
+	}
+	if _, err := e.st.js.PublishMsg(context.Background(), m); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) dlqEntries(filter string) []deadLetterEntry {
+	e.t.Helper()
+	entries, err := readDLQ(context.Background(), e.st.js, filter, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return entries
+}
+
+func (e *env) waitDLQ(n int, within time.Duration) []deadLetterEntry {
+	e.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := e.dlqEntries(schemas.SubjectDLQ + ">")
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%d dead letters after %v, want %d: %+v", len(got), within, n, got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestPoisonMessagesReachDLQ puts garbage on every stream next to a real run:
+// each poison message ends in the DLQ with a reason, a poison message that
+// names a task settles that task as failed, and the real run is unaffected.
+func TestPoisonMessagesReachDLQ(t *testing.T) {
+	e := startEnv(t)
+	e.makeTable(seriesSpec{table: "pz", start: t0, rows: 200, gapEach: 10})
+	e.createTrigger("pz", "request:pz", args("pz", "predict_batch_size=5"))
+
+	v := map[string]string{schemas.HeaderSchema: schemas.Version}
+	with := func(kv ...string) map[string]string {
+		h := map[string]string{}
+		for k, x := range v {
+			h[k] = x
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h[kv[i]] = kv[i+1]
+		}
+		return h
+	}
+	meta := func(id string) string {
+		b, _ := json.Marshal(schemas.TaskMeta{TaskID: id, Trigger: "pz", Measurement: "pz", Target: "y",
+			Model: defaultModel(), Features: []string{"x1", "x2"}, Batches: 1, Start: t0, End: t0.Add(time.Hour),
+			RequestTimeout: schemas.Duration(time.Minute)})
+		return string(b)
+	}
+	poison := []struct {
+		subject string
+		hdr     map[string]string
+		data    string
+		reason  string
+	}{
+		{"regress.jobs.pz", with(schemas.HeaderTask, "t_garbage"), "{not json", "undecodable job"},
+		{"regress.jobs.pz", map[string]string{}, `{"schema":"1"}`, `schema version ""`},
+		{"regress.jobs.pz", with(), `{"schema":"0","task_id":"t_old"}`, `job schema "0"`},
+		{"regress.batches.pz", with(), "x", "batch without a readable task header"},
+		{"regress.batches.pz", with(schemas.HeaderTask, meta("t_poison_batch"), schemas.HeaderBatch, "7"), "x", `batch number "7" out of range`},
+		{"regress.batches.pz", with(schemas.HeaderTask, meta("t_poison_batch"), schemas.HeaderBatch, "0"), "ARROW1garbage", "decode arrow"},
+		{"regress.results.pz", with(schemas.HeaderTask, meta("t_poison_result"), schemas.HeaderBatch, "0", schemas.HeaderStatus, "weird"), "", `result status "weird" unknown`},
+		{"regress.results.pz", with(schemas.HeaderTask, meta("t_poison_result"), schemas.HeaderBatch, "0", schemas.HeaderStatus, "ok"), "garbage", "decode arrow"},
+	}
+	done := make(chan map[string]any, 1)
+	go func() { _, out := e.engine("pz", window(t0, t0.Add(200*time.Hour))); done <- out }()
+	for _, p := range poison {
+		e.publishRaw(p.subject, p.hdr, []byte(p.data))
+	}
+	out := <-done
+	if r := result(t, out); r["status"] != "success" || num(r["written"]) != 20 {
+		t.Fatalf("the real run next to the poison: %v", out)
+	}
+	got := e.waitDLQ(len(poison), 30*time.Second)
+	for _, p := range poison {
+		found := false
+		for _, d := range got {
+			_, subj, _ := strings.Cut(strings.SplitN(d.Origin, ":", 2)[1], ":")
+			if subj == p.subject && strings.Contains(d.Reason, p.reason) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no dead letter from %s with reason %q in %+v", p.subject, p.reason, got)
+		}
+	}
+	// Poison that names a task settles it: its waiters get an answer.
+	for _, id := range []string{"t_poison_batch", "t_poison_result"} {
+		waitUntil(t, 15*time.Second, func() bool {
+			return e.count(`SELECT count(*) FROM regressd_tasks WHERE task_id = $1 AND status = 'failed'`, id) == 1
+		}, id+" settled as failed")
+	}
+	if n := e.count(`SELECT count(*) FROM pz_regressed`); n != 20 {
+		t.Fatalf("rows=%d, want 20", n)
+	}
+
+	// The CLI sees the same.
+	text, err := e.dlqCLI("list")
+	if err != nil || !strings.Contains(text, strconv.Itoa(len(poison))+" message(s)") || !strings.Contains(text, "undecodable job") {
+		t.Fatalf("dlq list: %v\n%s", err, text)
+	}
+	text, err = e.dlqCLI("list", "--stream", "batches", "--json")
+	var entries []deadLetterEntry
+	if err != nil || json.Unmarshal([]byte(text), &entries) != nil || len(entries) != 3 {
+		t.Fatalf("dlq list --stream batches --json: %v\n%s", err, text)
+	}
+	text, err = e.dlqCLI("show", strconv.FormatUint(entries[2].Seq, 10))
+	if err != nil || !strings.Contains(text, "reason:       ") || !strings.Contains(text, "decode arrow") || !strings.Contains(text, "t_poison_batch") {
+		t.Fatalf("dlq show: %v\n%s", err, text)
+	}
+	if _, err := e.dlqCLI("show", "99999"); err == nil || !strings.Contains(err.Error(), "no dead letter 99999") {
+		t.Fatalf("show of a missing seq: %v", err)
+	}
+	if _, err := e.dlqCLI("retry"); err == nil || !strings.Contains(err.Error(), "needs sequence numbers or --all") {
+		t.Fatalf("retry without targets: %v", err)
+	}
+	text, err = e.dlqCLI("purge", "--stream", "batches", "--all")
+	if err != nil || !strings.Contains(text, "3 message(s) purged") {
+		t.Fatalf("purge --stream batches --all: %v\n%s", err, text)
+	}
+	if n := len(e.dlqEntries(schemas.SubjectDLQ + ">")); n != len(poison)-3 {
+		t.Fatalf("%d dead letters after purging the batches, want %d", n, len(poison)-3)
+	}
+	text, err = e.dlqCLI("purge", "--all", "--older-than", "1h")
+	if err != nil || !strings.Contains(text, "0 message(s) purged") {
+		t.Fatalf("purge --older-than 1h: %v\n%s", err, text)
+	}
+}
+
+// TestDLQRetryRepairs retries two dead letters that can succeed now: a job,
+// which runs, and the result of a batch that had failed for good, which the
+// writer accepts in place of the failure, completing its task.
+func TestDLQRetryRepairs(t *testing.T) {
+	vendor, _ := fakeVendor(t, func(n int64) int {
+		if n == 2 {
+			return http.StatusBadRequest // the second batch fails for good
+		}
+		return 0
+	})
+	e := startEnv(t, "--predictor", "remote", "--gateway-url", vendor.URL, "--concurrency", "1")
+	e.makeTable(seriesSpec{table: "rp", start: t0, rows: 100, gapEach: 5})
+	e.createTrigger("rp", "request:rp", argsModel("rp", "vendor/model-x", "predict_batch_size=10"))
+	st, out := e.engine("rp", window(t0, t0.Add(100*time.Hour)))
+	if r := result(t, out); st != http.StatusOK || r["status"] != "partial" || num(r["remaining"]) != 10 {
+		t.Fatalf("HTTP %d %v, want partial", st, out)
+	}
+	taskID := out["task_id"].(string)
+
+	// The failed batch's rows, predicted after all: its result as the writer
+	// would have dead-lettered it.
+	ctx := context.Background()
+	rows, err := e.pool.Query(ctx, `SELECT s."time" FROM rp s LEFT JOIN rp_regressed r ON r."time" = s."time" WHERE s.y IS NULL AND r."time" IS NULL ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var times []time.Time
+	for rows.Next() {
+		var tm time.Time
+		rows.Scan(&tm)
+		times = append(times, tm)
+	}
+	rows.Close()
+	if len(times) != 10 {
+		t.Fatalf("%d rows without a prediction, want 10", len(times))
+	}
+	var failedBatch int
+	if err := e.pool.QueryRow(ctx, `SELECT batch_no FROM regressd_task_batches WHERE task_id = $1 AND status = 'failed'`, taskID).Scan(&failedBatch); err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schemas.ResultSchema)
+	for _, tm := range times {
+		b.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(tm.UnixMicro()))
+		b.Field(1).(*array.Float64Builder).Append(42)
+	}
+	rec := b.NewRecordBatch()
+	body, err := schemas.EncodeRecord(rec)
+	rec.Release()
+	b.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := json.Marshal(schemas.TaskMeta{TaskID: taskID, Trigger: "rp", Measurement: "rp", Target: "y", Model: "vendor/model-x",
+		Features: []string{"x1", "x2"}, Batches: 2, Start: t0, End: t0.Add(100 * time.Hour), RequestTimeout: schemas.Duration(time.Minute)})
+	e.publishRaw("regress.dlq.regress_results.rp", map[string]string{
+		schemas.HeaderSchema: schemas.Version, schemas.HeaderTask: string(meta), schemas.HeaderBatch: strconv.Itoa(failedBatch),
+		schemas.HeaderStatus: schemas.BatchOK, schemas.HeaderReason: "gave up after 50 deliveries: database unreachable",
+		schemas.HeaderOrigin: "REGRESS_RESULTS:9999:regress.results.rp"}, body)
+
+	// A job that never ran, as the producer would have dead-lettered it.
+	e.makeTable(seriesSpec{table: "rj", start: t0, rows: 100, gapEach: 5})
+	secret, err := os.ReadFile(filepath.Join(e.dataDir, "secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := schemas.NewSealer(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, _ := sealer.Seal("test-key", time.Hour)
+	job, _ := json.Marshal(schemas.Job{Schema: schemas.Version, TaskID: "t_retried_job", Trigger: "rj", SealedKey: sealed,
+		Args: mustArgs(t, argsModel("rj", "vendor/model-x", "")), Start: t0, End: t0.Add(100 * time.Hour), Origin: "webhook"})
+	e.publishRaw("regress.dlq.regress_jobs.rj", map[string]string{schemas.HeaderSchema: schemas.Version,
+		schemas.HeaderTask: "t_retried_job", schemas.HeaderReason: "gave up after 20 deliveries: database unreachable",
+		schemas.HeaderOrigin: "REGRESS_JOBS:9998:regress.jobs.rj"}, job)
+
+	text, err := e.dlqCLI("retry", "--all")
+	if err != nil || !strings.Contains(text, "2 message(s) retried") {
+		t.Fatalf("dlq retry --all: %v\n%s", err, text)
+	}
+	waitUntil(t, 30*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM regressd_tasks WHERE task_id = $1 AND status = 'success' AND remaining = 0 AND batches_failed = 0`, taskID) == 1
+	}, "the partial task repaired to success")
+	if n := e.count(`SELECT count(*) FROM rp_regressed`); n != 20 {
+		t.Fatalf("rp rows=%d, want 20", n)
+	}
+	waitUntil(t, 30*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM regressd_tasks WHERE task_id = 't_retried_job' AND status = 'success'`) == 1
+	}, "the retried job ran")
+	if n := e.count(`SELECT count(*) FROM rj_regressed`); n != 20 {
+		t.Fatalf("rj rows=%d, want 20", n)
+	}
+	if n := len(e.dlqEntries(schemas.SubjectDLQ + ">")); n != 0 {
+		t.Fatalf("%d dead letters left after retry", n)
+	}
+	// A forged origin is refused.
+	e.publishRaw("regress.dlq.regress_jobs.x", map[string]string{schemas.HeaderOrigin: "KV_regress_triggers:1:$KV.regress_triggers.x"}, []byte("{}"))
+	if _, err := e.dlqCLI("retry", "--all"); err == nil || !strings.Contains(err.Error(), "is not a regressd stream") {
+		t.Fatalf("retry of a forged origin: %v", err)
+	}
+}
+
+func mustArgs(t *testing.T, s string) schemas.RunArgs {
+	t.Helper()
+	m, err := scheduler.SplitArgs(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := scheduler.ResolveArgs(m, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func waitUntil(t *testing.T, within time.Duration, ok func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for: %s", within, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
