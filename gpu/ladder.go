@@ -168,6 +168,16 @@ func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
 		return nil, fmt.Errorf("predict: %w", err)
 	}
 	nq := len(Xq)
+	if c.constant {
+		out := make([]float64, nq)
+		for i := range out {
+			out[i] = c.pp.yMean
+		}
+		r.mu.Lock()
+		r.report = MemoryReport{Policy: r.policy, DroppedContextRows: r.dropped, Rung: RungNoCache, QueryChunk: min(r.queryBatch, nq)}
+		r.mu.Unlock()
+		return out, nil
+	}
 	qc := r.queryBatch
 	if room := r.elementsBudget()/int64(max(c.pp.inCols, 1)) - int64(c.n); int64(qc) > room {
 		qc = int(max(room, 1))
