@@ -59,6 +59,7 @@ func (m *Main) commands() map[string]command {
 		"gateway":   &roleCommand{m: m, roles: []role{roleGateway}, synopsis: "serve the hosted prediction API (POST /predict)"},
 		"trigger":   &triggerCommand{m: m},
 		"demo":      &demoCommand{m: m},
+		"replay":    &replayCommand{m: m},
 		"dlq":       &dlqCommand{m: m},
 	}
 }

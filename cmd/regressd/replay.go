@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/regressd/regressd/scheduler"
+	"github.com/regressd/regressd/schemas"
+)
+
+// replayCommand re-runs a trigger's past jobs, or new windows of a range,
+// through the pipeline: the backfill.
+type replayCommand struct {
+	m      *Main
+	common commonFlags
+
+	trigger     string
+	since       string
+	fromSeq     uint64
+	until       string
+	start, end  string
+	step        string
+	dryRun      bool
+	parallel    int
+	currentArgs bool
+	noWait      bool
+	timeout     time.Duration
+}
+
+func (c *replayCommand) Synopsis() string {
+	return "backfill: re-run a trigger's past jobs from REGRESS_JOBS, or the windows of a time range"
+}
+
+const replayUsage = `Usage:
+  regressd replay --trigger T (--since TIME | --from-seq N) [--until TIME] [--dry-run]
+  regressd replay --trigger T --start TIME --end TIME [--step DURATION] [--dry-run]
+
+The first form reads the jobs trigger T published to REGRESS_JOBS (kept for
+the backfill horizon, 90 days by default) from a time or a stream sequence on,
+in order, and runs each distinct window again. The second splits [start, end)
+into windows of --step (default: the trigger's window argument) and runs them,
+for ranges that were never scheduled; it takes the trigger's arguments from
+the trigger registry.
+
+Re-runs are new tasks. With skip_existing (the default) a re-run pays for
+nothing twice: rows that already have a prediction are skipped before the
+model is called. Windows that overlap are never run at the same time, so none
+is predicted twice by the replay itself. The model-service key comes from
+SERVICE_API_KEY, sealed for the workers with REGRESSD_SECRET or the secret
+under --data-dir, as the scheduler does for scheduled runs.
+
+TIME is RFC 3339 (2026-01-02T15:04:05Z), a date (2026-01-02), or a duration
+ago (7d, 36h). Progress goes to stderr; the summary to stdout; the exit status
+is 1 when a task failed.
+
+Flags:
+`
+
+func (c *replayCommand) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(c.m.Stderr)
+	c.common.register(fs)
+	fs.StringVar(&c.trigger, "trigger", "", "the trigger to replay (required)")
+	fs.StringVar(&c.since, "since", "", "replay jobs published at or after TIME")
+	fs.Uint64Var(&c.fromSeq, "from-seq", 0, "replay jobs from this REGRESS_JOBS stream sequence on")
+	fs.StringVar(&c.until, "until", "", "with --since/--from-seq: only jobs published before TIME")
+	fs.StringVar(&c.start, "start", "", "backfill windows from TIME (with --end)")
+	fs.StringVar(&c.end, "end", "", "backfill windows up to TIME, exclusive (with --start)")
+	fs.StringVar(&c.step, "step", "", "with --start/--end: window length (default: the trigger's window argument)")
+	fs.BoolVar(&c.dryRun, "dry-run", false, "list the windows that would run; publish nothing")
+	fs.IntVar(&c.parallel, "parallel", 4, "tasks in flight at once")
+	fs.BoolVar(&c.currentArgs, "current-args", false, "re-run past jobs with the trigger's arguments of today instead of those they ran with")
+	fs.BoolVar(&c.noWait, "no-wait", false, "publish every job and exit without waiting (overlapping windows may then run together)")
+	fs.DurationVar(&c.timeout, "timeout", 0, "give up waiting after this long (0: wait until every task is done)")
+	fs.Usage = func() {
+		fmt.Fprint(c.m.Stderr, replayUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// replayJob is one window to run.
+type replayJob struct {
+	job    schemas.Job
+	seq    uint64 // REGRESS_JOBS sequence it came from; 0 for a range window
+	taskID string
+	sum    schemas.TaskSummary
+	err    error
+}
+
+func (c *replayCommand) Run(ctx context.Context, args []string) error {
+	fs := c.flags()
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q; run 'regressd replay -h'", fs.Arg(0))
+	}
+	now := time.Now().UTC()
+	history, err := c.validate()
+	if err != nil {
+		return err
+	}
+	st := &stack{log: c.common.logger(c.m)}
+	defer st.close()
+	if err := c.common.openBus(ctx, st, "regressd-replay"); err != nil {
+		return err
+	}
+	var jobs []*replayJob
+	var from string
+	if history {
+		jobs, from, err = c.fromHistory(ctx, st.js, now)
+	} else {
+		jobs, from, err = c.fromRange(ctx, st.js, now)
+	}
+	if err != nil {
+		return err
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintf(c.m.Stdout, "nothing to replay: no jobs of trigger %s %s\n", c.trigger, from)
+		return nil
+	}
+	if c.dryRun {
+		fmt.Fprintf(c.m.Stdout, "would re-run %d window(s) of trigger %s (%s):\n", len(jobs), c.trigger, from)
+		for _, j := range jobs {
+			fmt.Fprintf(c.m.Stdout, "  [%s, %s)%s\n", j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339), seqNote(j.seq))
+		}
+		return nil
+	}
+	seal, err := c.keySealer(st)
+	if err != nil {
+		return err
+	}
+	pub, err := scheduler.NewPublisher(ctx, st.js)
+	if err != nil {
+		return err
+	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	rid := make([]byte, 4)
+	rand.Read(rid)
+	runID := "replay-" + now.Format("20060102T150405Z") + "-" + hex.EncodeToString(rid)
+	began := time.Now()
+	bar := newReplayProgress(c.m.Stderr, len(jobs))
+	c.execute(ctx, pub, jobs, runID, seal, bar)
+	bar.finish()
+	return c.summarize(jobs, from, time.Since(began))
+}
+
+// validate checks the flag combination; history says which form it is.
+func (c *replayCommand) validate() (history bool, err error) {
+	var errs []error
+	if c.trigger == "" {
+		errs = append(errs, errors.New("--trigger is required"))
+	}
+	hist := c.since != "" || c.fromSeq > 0
+	rng := c.start != "" || c.end != ""
+	switch {
+	case hist && rng:
+		errs = append(errs, errors.New("give --since/--from-seq (past jobs) or --start/--end (new windows), not both"))
+	case !hist && !rng:
+		errs = append(errs, errors.New("say what to replay: --since TIME or --from-seq N (past jobs), or --start and --end (new windows)"))
+	case c.since != "" && c.fromSeq > 0:
+		errs = append(errs, errors.New("give --since or --from-seq, not both"))
+	case rng && (c.start == "" || c.end == ""):
+		errs = append(errs, errors.New("--start and --end go together"))
+	}
+	if c.until != "" && !hist {
+		errs = append(errs, errors.New("--until goes with --since or --from-seq"))
+	}
+	if c.step != "" && !rng {
+		errs = append(errs, errors.New("--step goes with --start and --end"))
+	}
+	if c.parallel < 1 {
+		errs = append(errs, fmt.Errorf("--parallel %d: must be at least 1", c.parallel))
+	}
+	return hist, errors.Join(errs...)
+}
+
+// execute runs the jobs, at most --parallel at once and never two whose
+// windows overlap, each published when it starts so its sealed key is fresh.
+func (c *replayCommand) execute(ctx context.Context, pub *scheduler.Publisher, jobs []*replayJob, runID string, seal func() (string, error), bar *replayProgress) {
+	type done struct{ j *replayJob }
+	finished := make(chan done)
+	var running []*replayJob
+	pending := append([]*replayJob(nil), jobs...)
+	start := func(j *replayJob) {
+		sealed, err := seal()
+		if err != nil {
+			j.err = fmt.Errorf("seal key: %w", err)
+			return
+		}
+		job := j.job
+		job.Trigger, job.DryRun, job.Origin, job.SealedKey, job.Requested = c.trigger, false, "replay", sealed, time.Now().UTC()
+		if j.taskID, _, j.err = pub.Publish(ctx, job, runID); j.err != nil {
+			return
+		}
+		if c.noWait {
+			j.sum.Status = schemas.StatusRunning
+			return
+		}
+		running = append(running, j)
+		go func() {
+			j.sum, j.err = pub.Wait(ctx, j.taskID)
+			finished <- done{j}
+		}()
+	}
+	for len(pending) > 0 || len(running) > 0 {
+		for i := 0; i < len(pending) && len(running) < c.parallel && ctx.Err() == nil; {
+			j := pending[i]
+			if overlapsAny(j, running) {
+				i++
+				continue
+			}
+			pending = append(pending[:i], pending[i+1:]...)
+			start(j)
+			if j.err != nil || c.noWait {
+				bar.add(j)
+			}
+		}
+		if len(running) == 0 {
+			if ctx.Err() != nil || len(pending) == 0 {
+				break
+			}
+			continue
+		}
+		d := <-finished
+		for i, r := range running {
+			if r == d.j {
+				running = append(running[:i], running[i+1:]...)
+				break
+			}
+		}
+		bar.add(d.j)
+	}
+	for _, j := range pending {
+		j.err = errors.New("not started: " + fmt.Sprint(ctx.Err()))
+	}
+}
+
+func overlapsAny(j *replayJob, running []*replayJob) bool {
+	for _, r := range running {
+		if j.job.Start.Before(r.job.End) && r.job.Start.Before(j.job.End) {
+			return true
+		}
+	}
+	return false
+}
+
+func seqNote(seq uint64) string {
+	if seq == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  (job at REGRESS_JOBS sequence %d)", seq)
+}
+
+// summarize prints what the replay did; an error when a task failed.
+func (c *replayCommand) summarize(jobs []*replayJob, from string, took time.Duration) error {
+	counts := map[string]int{}
+	written, skippedRows := 0, 0
+	var problems []string
+	for _, j := range jobs {
+		status := j.sum.Status
+		if j.err != nil && !j.sum.Done() {
+			status = "unfinished"
+		}
+		counts[status]++
+		written += j.sum.Written
+		skippedRows += j.sum.SkippedExisting
+		window := fmt.Sprintf("[%s, %s)", j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339))
+		switch {
+		case status == "unfinished":
+			problems = append(problems, fmt.Sprintf("  %s %s: %v", orDash(j.taskID), window, j.err))
+		case status == schemas.StatusFailed || status == schemas.StatusPartial:
+			problems = append(problems, fmt.Sprintf("  %s %s %s: %s", j.taskID, window, status, j.sum.Message))
+		}
+	}
+	w := c.m.Stdout
+	fmt.Fprintf(w, "replayed trigger %s: %d window(s) %s in %v\n", c.trigger, len(jobs), from, took.Round(time.Millisecond))
+	var parts []string
+	for _, s := range []string{schemas.StatusSuccess, schemas.StatusSkipped, schemas.StatusPartial, schemas.StatusFailed, schemas.StatusRunning, "unfinished"} {
+		if counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
+		}
+	}
+	fmt.Fprintf(w, "  %s\n  %d row(s) written; %d row(s) skipped as already predicted\n", strings.Join(parts, ", "), written, skippedRows)
+	if c.noWait {
+		fmt.Fprintln(w, "  --no-wait: tasks are running; follow them with GET /api/v3/engine/<trigger>/tasks/<task_id>")
+		for _, j := range jobs {
+			if j.taskID != "" {
+				fmt.Fprintf(w, "  %s [%s, %s)\n", j.taskID, j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339))
+			}
+		}
+	}
+	for _, p := range problems {
+		fmt.Fprintln(w, p)
+	}
+	if n := counts[schemas.StatusFailed] + counts["unfinished"]; n > 0 {
+		return fmt.Errorf("%d of %d replayed window(s) failed or did not finish", n, len(jobs))
+	}
+	return nil
+}
