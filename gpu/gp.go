@@ -20,6 +20,11 @@ const (
 	minEll   = 2e-3
 	maxEll   = 200
 	minNoise = 2e-4
+	// maxSignal caps the signal variance of the standardised target (whose
+	// variance is 1). Larger values with long length scales only imitate a
+	// polynomial trend (the trend head's job) through solved values that
+	// cancel by orders of magnitude, which no 8- or 16-bit cache can hold.
+	maxSignal = 20
 )
 
 // gpObjective is the negative log marginal likelihood of y under the kernel
@@ -93,7 +98,7 @@ func clampTheta(theta []float64, f int) {
 	for d := range f {
 		theta[d] = min(max(theta[d], math.Log(minEll)), math.Log(maxEll))
 	}
-	theta[f] = min(max(theta[f], math.Log(1e-3)), math.Log(1e3))
+	theta[f] = min(max(theta[f], math.Log(1e-3)), math.Log(maxSignal))
 	theta[f+1] = min(max(theta[f+1], math.Log(minNoise)), math.Log(10))
 }
 
@@ -315,7 +320,7 @@ func fitGPIso(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 	}
 	project := func(t []float64) {
 		t[0] = min(max(t[0], math.Log(minEll)), math.Log(maxEll))
-		t[1] = min(max(t[1], math.Log(1e-3)), math.Log(1e3))
+		t[1] = min(max(t[1], math.Log(1e-3)), math.Log(maxSignal))
 		t[2] = min(max(t[2], math.Log(minNoise)), math.Log(10))
 	}
 	var best []float64

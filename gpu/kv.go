@@ -29,6 +29,7 @@ import (
 
 // layerStore is one layer's keys and values for rows [0, rows).
 type layerStore struct {
+	layer  int
 	paired [headsPerLayer]bool // solve heads: the value pair is (hi, lo)
 	dtype  string
 	rows   int
@@ -190,6 +191,7 @@ func (c *contextFit) buildLayer(l int, dev *Device, chunk int, dtype string) (*l
 		paired[h] = c.layers[l][h].spec.kind == kindSolve
 	}
 	s := newLayerStore(dtype, c.n, c.g, paired)
+	s.layer = l
 	w := c.g * headWidth
 	parallelFor(c.n, 256, func(lo, hi int) {
 		k := make([]float32, w)
@@ -238,22 +240,39 @@ func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, ch
 	defer res.release()
 	pos := make([]float64, n*f)
 	w := c.g * headWidth
-	parallelFor(n, 256, func(lo, hi int) {
-		k := make([]float32, w)
+	// Squared rounding error of the stored keys, summed per piece of rows
+	// so the total does not depend on scheduling.
+	const piece = 256
+	sq := make([]float64, (n+piece-1)/piece)
+	parallelFor(n, piece, func(lo, hi int) {
+		k, exact := make([]float32, w), make([]float32, w)
 		for i := lo; i < hi; i++ {
 			s.getK(i, k)
+			c.rowKeys(s.layer, i, exact)
 			a := c.anchors[(i/anchorBlock)*f : (i/anchorBlock+1)*f]
 			for d := range f {
-				pos[i*f+d] = a[d]*hd.inv[d] + float64(k[(d/2)*headWidth+2*h+d%2])
+				e := (d/2)*headWidth + 2*h + d%2
+				pos[i*f+d] = a[d]*hd.inv[d] + float64(k[e])
+				sq[lo/piece] += float64(k[e]-exact[e]) * float64(k[e]-exact[e])
 			}
 		}
 	})
+	var mse float64
+	for _, v := range sq {
+		mse += v
+	}
+	mse /= float64(n)
 	ones := make([]float64, f)
 	for d := range ones {
 		ones[d] = 1
 	}
 	hp := c.hyper[hd.spec.metric]
-	return fitSolve(pos, n, f, ones, hp.sf2, hp.sn2, c.ys, chunk, make([]bool, n)).alpha, nil
+	// Errors in variables: a key rounded by δ moves the kernel by about
+	// sf2·δ (length-scale units), which acts as extra target noise. Adding
+	// its variance keeps the solve from fitting the rounding, which int8
+	// keys would otherwise turn into spikes.
+	sn2 := hp.sn2 + hp.sf2*mse
+	return fitSolve(pos, n, f, ones, hp.sf2, sn2, c.ys, chunk, make([]bool, n)).alpha, nil
 }
 
 // rowKeys writes row i's float32 key vectors for layer l.
@@ -268,7 +287,7 @@ func (c *contextFit) rowKeys(l, i int, k []float32) {
 				d := 2*g + cc
 				var x float32
 				if d < f {
-					x = float32((zi[d] - a[d]) * hd.inv[d])
+					x = clampKey((zi[d] - a[d]) * hd.inv[d])
 				}
 				k[g*headWidth+2*h+cc] = x
 			}
@@ -301,7 +320,7 @@ func (c *contextFit) queryKeys(l int, x []float64, qk []float32) {
 					d := 2*g + cc
 					var q float32
 					if d < f {
-						q = float32((x[d] - a[d]) * hd.inv[d])
+						q = clampKey((x[d] - a[d]) * hd.inv[d])
 					}
 					qk[b*w+g*headWidth+2*h+cc] = q
 				}
@@ -309,3 +328,14 @@ func (c *contextFit) queryKeys(l int, x []float64, qk []float32) {
 		}
 	}
 }
+
+// keyClamp bounds key coordinates, in length scales from the block anchor.
+// Past a few length scales a coordinate only says "far" (the kernels are
+// e^−½d² and the top-k heads rank far rows last anyway), and a binary
+// column with a tiny fitted length scale would otherwise set the int8 scale
+// of the whole vector and wash out every other head's coordinates. Queries
+// are clamped the same way, so a clamped pair still reads as far apart from
+// everything on the other side.
+const keyClamp = 48
+
+func clampKey(x float64) float32 { return float32(min(max(x, -keyClamp), keyClamp)) }

@@ -105,7 +105,6 @@ func (r *Regressor) resolve() (*kvCache, error) {
 		if r.policy.ContextRowChunk != nil {
 			chunk = *r.policy.ContextRowChunk
 		}
-		chunk = min(chunk, r.fit.solveChunk)
 		for _, s := range steps {
 			kc, err := r.build(s.dtype, s.tier, chunk)
 			if err == nil {
@@ -116,8 +115,9 @@ func (r *Regressor) resolve() (*kvCache, error) {
 				return nil, err
 			}
 		}
+		return &kvCache{rung: RungPlainLoop, chunk: chunk}, nil
 	}
-	return nil, nil
+	return &kvCache{rung: RungPlainLoop, chunk: r.fit.solveChunk}, nil
 }
 
 // cacheReader reads layers from a built cache.
@@ -195,15 +195,14 @@ func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
 				r.mu.Unlock()
 				return nil, fmt.Errorf("predict: build cache: %w", err)
 			}
-			if kc == nil {
-				kc = &kvCache{rung: RungPlainLoop}
-			}
 			r.cache = kc
 		}
 		kc := r.cache
 		r.mu.Unlock()
 		rep.Rung = kc.rung
-		if kc.layers != nil {
+		if kc.layers == nil {
+			read = r.computeReader(kc.chunk)
+		} else {
 			read = r.cacheReader(kc)
 			rep.CacheBytes = kc.bytes
 			if kc.tier == "device" {

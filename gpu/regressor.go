@@ -157,11 +157,10 @@ func (r *Regressor) Fit(X [][]float64, y []float64) error {
 		r.dropped = len(X) - len(rows)
 		X, y = xs, ys
 	}
-	opt := fitOptions{}
-	if r.policy.ContextRowChunk != nil {
-		opt.solveChunk = *r.policy.ContextRowChunk
-	}
-	c, err := fitContext(r.cfg, X, y, opt)
+	// context_row_chunk is not applied here: like the vendor's, it sizes the
+	// row chunks of the context_row_chunk rung, reached after an
+	// out-of-memory error (see resolve).
+	c, err := fitContext(r.cfg, X, y, fitOptions{})
 	if err != nil {
 		return fmt.Errorf("fit: %w", err)
 	}
