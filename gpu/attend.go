@@ -79,7 +79,7 @@ func (c *contextFit) headReduce(hd *head, h int, rv *rowView, d2 []float32, sel 
 	case kindSolve:
 		var out float64
 		for i, d := range d2 {
-			out += math.Exp(-0.5*float64(d)) * float64(rv.vbar[i*headsPerLayer+h])
+			out += expNeg(-0.5*float64(d)) * float64(rv.vbar[i*headsPerLayer+h])
 		}
 		return out * hd.sf2 * hd.vScale
 	case kindSmooth, kindLocal:
@@ -98,7 +98,7 @@ func (c *contextFit) headReduce(hd *head, h int, rv *rowView, d2 []float32, sel 
 		}
 		var num, den float64
 		for i, d := range d2 {
-			w := math.Exp(scale * float64(d-dmin))
+			w := expNeg(scale * float64(d-dmin))
 			num += w * float64(rv.vbar[i*headsPerLayer+h])
 			den += w * float64(rv.cbar[i*headsPerLayer+h])
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 // TestSuite scores a model on a full dataset folder, once through the bf16
-// cache and once through a forced int8 cache (query batches of 32 so every
+// cache and once through a forced int8 cache (query batches of 8 so every
 // split spans several batches), and logs the table. It is slow; it runs
 // only when REGRESSD_SUITE names the folder (e.g. ../../shared/data).
 //
@@ -35,7 +35,7 @@ func TestSuite(t *testing.T) {
 			p, _ = ParsePolicy([]byte(policy))
 		}
 		res, err := eval.Run(context.Background(), ds, func(X [][]float64, y []float64, Xq [][]float64) ([]float64, error) {
-			opts := []Option{WithQueryBatch(32)}
+			opts := []Option{WithQueryBatch(8)}
 			if policy != "" {
 				opts = append(opts, WithPolicy(p))
 			}
