@@ -58,9 +58,12 @@ func (m *Main) commands() map[string]command {
 		"writer":    &roleCommand{m: m, roles: []role{roleWriter}, synopsis: "run the writer: append predictions and the task ledger"},
 		"gateway":   &roleCommand{m: m, roles: []role{roleGateway}, synopsis: "serve the hosted prediction API (POST /predict)"},
 		"trigger":   &triggerCommand{m: m},
+		"keys":      &keysCommand{m: m},
 		"demo":      &demoCommand{m: m},
 		"replay":    &replayCommand{m: m},
 		"dlq":       &dlqCommand{m: m},
+		"models":    &modelsCommand{m: m},
+		"eval":      &evalCommand{m: m},
 	}
 }
 
