@@ -167,12 +167,7 @@ func (c *demoCommand) report(ctx context.Context, st *stack, rows []demoRow, tot
 	return nil
 }
 
-func defaultModel() string {
-	if ms := gpu.Models(); len(ms) > 0 {
-		return ms[0].Slug
-	}
-	return ""
-}
+func defaultModel() string { return gpu.DefaultModel }
 
 func parseDemo() ([]demoRow, error) {
 	recs, err := csv.NewReader(bytes.NewReader(demoData)).ReadAll()
