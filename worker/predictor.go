@@ -51,7 +51,8 @@ func IsFinal(err error) bool {
 
 // Local predicts with the built-in engine in this process. It keeps the
 // fitted engines of the most recent contexts, so the context of a task is
-// processed once however many batches it has.
+// processed once however many batches it has; an engine evicted from the
+// cache is closed (its KV cache freed) once no batch is using it.
 type Local struct {
 	opts []gpu.Option
 
@@ -62,9 +63,11 @@ type Local struct {
 }
 
 type fitted struct {
-	once sync.Once
-	r    *gpu.Regressor
-	err  error
+	once    sync.Once
+	r       *gpu.Regressor
+	err     error
+	users   int  // batches predicting with r; guarded by Local.mu
+	evicted bool // guarded by Local.mu
 }
 
 var _ Predictor = (*Local)(nil)
@@ -79,7 +82,8 @@ func NewLocal(size int, opts ...gpu.Option) *Local {
 
 // Predict fits the context once per (model, context) and predicts the batch.
 func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
-	f := l.entry(req.Model + "|" + req.ContextID)
+	f := l.acquire(req.Model + "|" + req.ContextID)
+	defer l.release(f)
 	f.once.Do(func() {
 		r, err := gpu.NewRegressor(req.Model, l.opts...)
 		if err != nil {
@@ -87,6 +91,7 @@ func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
 			return
 		}
 		if err := r.Fit(req.X, req.Y); err != nil {
+			r.Close()
 			f.err = Final(fmt.Errorf("fit context: %w", err))
 			return
 		}
@@ -102,18 +107,33 @@ func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
 	return out, nil
 }
 
-func (l *Local) entry(key string) *fitted {
+func (l *Local) acquire(key string) *fitted {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if f, ok := l.cache[key]; ok {
+		f.users++
 		return f
 	}
-	f := &fitted{}
+	f := &fitted{users: 1}
 	l.cache[key] = f
 	l.order = append(l.order, key)
 	if len(l.order) > l.size {
+		old := l.cache[l.order[0]]
 		delete(l.cache, l.order[0])
 		l.order = l.order[1:]
+		old.evicted = true
+		if old.users == 0 && old.r != nil {
+			old.r.Close()
+		}
 	}
 	return f
+}
+
+func (l *Local) release(f *fitted) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f.users--
+	if f.evicted && f.users == 0 && f.r != nil {
+		f.r.Close()
+	}
 }

@@ -181,7 +181,7 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 		run("producer", p.Run)
 	}
 	if c.has(roleWorker) {
-		var pred worker.Predictor = worker.NewLocal(16)
+		var pred worker.Predictor = worker.NewLocal(16, gpu.WithDevice(gpu.NewCPUDevice(devMem)), gpu.WithHostMemory(gpu.HostMemoryBytes()))
 		if c.predictor == "remote" {
 			if pred, err = worker.NewRemote(c.gatewayURL); err != nil {
 				return fmt.Errorf("--gateway-url: %w", err)
