@@ -68,7 +68,12 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 	n, f := c.n, c.f
 	var cands [][]float64
 	var target []float64
+	// Sorted initialisation of the ensemble selection: the number of best
+	// heads blended before greedy steps. Small contexts blend more, since
+	// their out-of-fold scores are noisy and a broad average is safer.
+	init := 5
 	if n <= cfg.foldRows && n >= 10 {
+		init = 12
 		cands, target = c.foldCandidates(cfg, ys, solveChunk)
 		tr, _, _ := fitTrend(c.z, n, f, ys)
 		c.tr = tr
@@ -105,7 +110,7 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 		}
 		cands = append(cands, hc...)
 	}
-	w := baggedSelect(cands, target, cfg.bags, 5, 30)
+	w := baggedSelect(cands, target, cfg.bags, init, 30)
 	c.trendW = w[0]
 	k := 1
 	for l := range c.layers {
@@ -191,9 +196,9 @@ func (c *contextFit) looCandidates(ys []float64, rows []int, score []bool, ard, 
 }
 
 // foldCandidates is the trend's and each head's prediction of every row from
-// a model fitted, hyperparameters included, on the other folds.
+// a model fitted, hyperparameters included, on the other nine folds.
 func (c *contextFit) foldCandidates(cfg modelConfig, ys []float64, solveChunk int) ([][]float64, []float64) {
-	const folds = 5
+	const folds = 10
 	n, f := c.n, c.f
 	nh := len(c.layers) * headsPerLayer
 	out := make([][]float64, nh+1)
