@@ -63,7 +63,7 @@ func models() []modelConfig {
 		{
 			info: ModelInfo{
 				Slug:        "regressd/model-4l",
-				Description: "default: 4 attention layers (GP solve, kernel smoothing, local and top-k neighbour heads) stacked by leave-one-out",
+				Description: "4 attention layers (GP solve, kernel smoothing, local and top-k neighbour heads) stacked by leave-one-out",
 			},
 			layers:     []layerSpec{layerSolve, layerSmooth, layerLocal, layerTopK},
 			gp:         gpDefault,
