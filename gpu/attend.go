@@ -40,9 +40,15 @@ func newRowView(s *layerStore) *rowView {
 	return rv
 }
 
-// scores writes d2[h*n+i], head h's squared distance from the query (its key
-// slices qk, per anchor block) to row i.
-func (c *contextFit) scores(rv *rowView, qk []float32, d2 []float32) {
+// scoreTile is the number of queries scored together in one pass over the
+// rows, so each key row is decoded once per tile rather than per query.
+const scoreTile = 4
+
+// scores writes, for each query t of the tile, d2s[t][h*n+i]: head h's
+// squared distance from the query (its key slices qks[t], per anchor block)
+// to row i. Each query's sums run in the same order whatever the tile, so
+// the bits do not depend on how queries are grouped.
+func (c *contextFit) scores(rv *rowView, qks [][]float32, d2s [][]float32) {
 	n, w := c.n, c.g*headWidth
 	k := make([]float32, w)
 	s := rv.s
@@ -55,18 +61,23 @@ func (c *contextFit) scores(rv *rowView, qk []float32, d2 []float32) {
 				k[e] = fromBF16(b)
 			}
 		}
-		q := qk[(i/anchorBlock)*w : (i/anchorBlock+1)*w]
-		var acc [headsPerLayer]float32
-		for g := range c.g {
-			kg, qg := k[g*headWidth:(g+1)*headWidth], q[g*headWidth:(g+1)*headWidth]
-			for h := range headsPerLayer {
-				d0 := qg[2*h] - kg[2*h]
-				d1 := qg[2*h+1] - kg[2*h+1]
-				acc[h] += d0*d0 + d1*d1
+		off := (i / anchorBlock) * w
+		for t, qk := range qks {
+			q := qk[off : off+w]
+			var a0, a1, a2, a3 float32
+			for g := 0; g < w; g += headWidth {
+				kg, qg := k[g:g+headWidth:g+headWidth], q[g:g+headWidth:g+headWidth]
+				d0, d1 := qg[0]-kg[0], qg[1]-kg[1]
+				a0 += d0*d0 + d1*d1
+				d0, d1 = qg[2]-kg[2], qg[3]-kg[3]
+				a1 += d0*d0 + d1*d1
+				d0, d1 = qg[4]-kg[4], qg[5]-kg[5]
+				a2 += d0*d0 + d1*d1
+				d0, d1 = qg[6]-kg[6], qg[7]-kg[7]
+				a3 += d0*d0 + d1*d1
 			}
-		}
-		for h := range headsPerLayer {
-			d2[h*n+i] = acc[h]
+			d2 := d2s[t]
+			d2[i], d2[n+i], d2[2*n+i], d2[3*n+i] = a0, a1, a2, a3
 		}
 	}
 }
@@ -222,20 +233,26 @@ func (c *contextFit) forward(zq []float64, nq int, read layerReader, scratch []f
 			return nil, err
 		}
 		rv := newRowView(s)
-		parallelFor(nq, 4, func(lo, hi int) {
-			qk := make([]float32, nb*w)
+		parallelFor(nq, scoreTile, func(lo, hi int) {
+			qks := make([][]float32, hi-lo)
+			d2s := make([][]float32, hi-lo)
+			for t := range qks {
+				q := lo + t
+				qks[t] = make([]float32, nb*w)
+				c.queryKeys(l, zq[q*f:(q+1)*f], qks[t])
+				d2s[t] = scratch[q*n*headsPerLayer : (q+1)*n*headsPerLayer]
+			}
+			c.scores(rv, qks, d2s)
 			sel := make([]float32, n)
 			idx := make([]int, 0, 64)
-			for q := lo; q < hi; q++ {
-				c.queryKeys(l, zq[q*f:(q+1)*f], qk)
-				d2 := scratch[q*n*headsPerLayer : (q+1)*n*headsPerLayer]
-				c.scores(rv, qk, d2)
+			for t := range qks {
+				q := lo + t
 				for h := range c.layers[l] {
 					hd := &c.layers[l][h]
 					if hd.w == 0 {
 						continue
 					}
-					out[q] += hd.w * c.headReduce(hd, h, rv, d2[h*n:(h+1)*n], sel, idx)
+					out[q] += hd.w * c.headReduce(hd, h, rv, d2s[t][h*n:(h+1)*n], sel, idx)
 				}
 			}
 		})

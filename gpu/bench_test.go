@@ -92,13 +92,15 @@ func BenchmarkAttention(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			for range b.N {
-				parallelFor(nq, 4, func(lo, hi int) {
-					qk := make([]float32, nb*c.g*headWidth)
-					d2 := make([]float32, c.n*headsPerLayer)
-					for q := lo; q < hi; q++ {
-						c.queryKeys(0, zq, qk)
-						c.scores(rv, qk, d2)
+				parallelFor(nq, scoreTile, func(lo, hi int) {
+					qks := make([][]float32, hi-lo)
+					d2s := make([][]float32, hi-lo)
+					for t := range qks {
+						qks[t] = make([]float32, nb*c.g*headWidth)
+						d2s[t] = make([]float32, c.n*headsPerLayer)
+						c.queryKeys(0, zq, qks[t])
 					}
+					c.scores(rv, qks, d2s)
 				})
 			}
 			flops := float64(b.N) * nq * float64(c.n) * float64(c.g) * 3 * headWidth

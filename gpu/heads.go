@@ -252,7 +252,9 @@ func kthSmallest(a []float64, k int) float64 {
 	return a[k]
 }
 
-// knnMean is the mean of v over the k smallest d2, skipping row skip.
+// knnMean is the mean of v over the k smallest d2 (ties to the lower row),
+// skipping row skip (−1 for none). It keeps a max-heap of the best k, so it
+// is O(n log k) with no allocation beyond k indices.
 func knnMean(d2, v []float64, k, skip int) float64 {
 	n := len(d2)
 	if skip >= 0 {
@@ -262,23 +264,47 @@ func knnMean(d2, v []float64, k, skip int) float64 {
 	if k <= 0 {
 		return 0
 	}
-	idx := make([]int, 0, len(d2))
+	less := func(a, b int) bool { return d2[a] < d2[b] || (d2[a] == d2[b] && a < b) }
+	h := make([]int, 0, k)
 	for j := range d2 {
-		if j != skip {
-			idx = append(idx, j)
+		if j == skip {
+			continue
+		}
+		if len(h) < k {
+			h = append(h, j)
+			for c := len(h) - 1; c > 0; {
+				p := (c - 1) / 2
+				if !less(h[p], h[c]) {
+					break
+				}
+				h[p], h[c] = h[c], h[p]
+				c = p
+			}
+			continue
+		}
+		if !less(j, h[0]) {
+			continue
+		}
+		h[0] = j
+		for c := 0; ; {
+			l, r, m := 2*c+1, 2*c+2, c
+			if l < k && less(h[m], h[l]) {
+				m = l
+			}
+			if r < k && less(h[m], h[r]) {
+				m = r
+			}
+			if m == c {
+				break
+			}
+			h[m], h[c] = h[c], h[m]
+			c = m
 		}
 	}
-	// Partial selection sort is fine for the small k used here.
+	sort.Ints(h)
 	var s float64
-	for a := range k {
-		b := a
-		for c := a + 1; c < len(idx); c++ {
-			if d2[idx[c]] < d2[idx[b]] || (d2[idx[c]] == d2[idx[b]] && idx[c] < idx[b]) {
-				b = c
-			}
-		}
-		idx[a], idx[b] = idx[b], idx[a]
-		s += v[idx[a]]
+	for _, j := range h {
+		s += v[j]
 	}
 	return s / float64(k)
 }

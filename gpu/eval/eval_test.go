@@ -1,0 +1,92 @@
+package eval
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, dir, name, body string) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadAndRun(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.csv", "time,x,y\n2020-01-01,1,2\n2020-01-02,,4\n2020-01-03,3,6\n2020-01-04,4,8\n")
+	write(t, dir, "splits/a.csv", "seed0,seed1\n1,0\n0,1\n0,0\n0,0\n")
+	ds, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds[0]
+	if d.Name != "a" || d.Target != "y" || len(d.Features) != 1 || d.Features[0] != "x" {
+		t.Fatalf("dataset %+v: want features [x] (time skipped), target y", d)
+	}
+	if !math.IsNaN(d.X[1][0]) {
+		t.Errorf("empty cell = %v, want NaN", d.X[1][0])
+	}
+	var calls int
+	res, err := Run(context.Background(), ds, func(X [][]float64, y []float64, Xq [][]float64) ([]float64, error) {
+		calls++
+		if len(X) != 3 || len(Xq) != 1 {
+			t.Errorf("context %d rows, queries %d: want 3 and 1", len(X), len(Xq))
+		}
+		return []float64{0}, nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 || len(res.Datasets) != 1 || len(res.Datasets[0].SplitR2) != 2 {
+		t.Errorf("calls %d result %+v", calls, res)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"no csv", map[string]string{"x.txt": "a"}, "no *.csv"},
+		{"bad cell", map[string]string{"a.csv": "x,y\nfoo,1\n", "splits/a.csv": "seed0\n1\n"}, "not a number"},
+		{"split rows", map[string]string{"a.csv": "x,y\n1,1\n2,2\n", "splits/a.csv": "seed0\n1\n"}, "has 1 rows, the data has 2"},
+		{"split value", map[string]string{"a.csv": "x,y\n1,1\n2,2\n", "splits/a.csv": "seed0\n1\n7\n"}, "not 0 or 1"},
+		{"all test", map[string]string{"a.csv": "x,y\n1,1\n2,2\n", "splits/a.csv": "seed0\n1\n1\n"}, "no train or no test"},
+		{"no split", map[string]string{"a.csv": "x,y\n1,1\n"}, "split file"},
+		{"empty target", map[string]string{"a.csv": "x,y\n1,\n", "splits/a.csv": "seed0\n1\n"}, "target"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for n, b := range tc.files {
+				write(t, dir, n, b)
+			}
+			_, err := Load(dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestScores(t *testing.T) {
+	truth := []float64{1, 2, 3, 4}
+	if r2 := R2(truth, truth); r2 != 1 {
+		t.Errorf("perfect R² = %g", r2)
+	}
+	if r2 := R2(truth, []float64{2.5, 2.5, 2.5, 2.5}); r2 != 0 {
+		t.Errorf("mean R² = %g, want 0", r2)
+	}
+	if e := RMSE(truth, []float64{2, 3, 4, 5}); e != 1 {
+		t.Errorf("RMSE = %g, want 1", e)
+	}
+}
