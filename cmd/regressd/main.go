@@ -64,6 +64,7 @@ func (m *Main) commands() map[string]command {
 		"dlq":       &dlqCommand{m: m},
 		"models":    &modelsCommand{m: m},
 		"eval":      &evalCommand{m: m},
+		"bench":     &benchCommand{m: m},
 	}
 }
 
