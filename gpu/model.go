@@ -33,6 +33,7 @@ type modelConfig struct {
 	solveChunk int  // most rows one GP expert solves
 	stackRows  int  // most context rows scored to choose the readout weights
 	foldRows   int  // contexts up to this size use k-fold stacking (0: never)
+	folds      int  // folds of k-fold stacking
 	bags       int  // bagged ensemble-selection rounds
 }
 
@@ -71,20 +72,22 @@ func models() []modelConfig {
 			solveChunk: 2048,
 			stackRows:  4096,
 			foldRows:   200,
+			folds:      10,
 			bags:       16,
 		},
 		{
 			info: ModelInfo{
 				Slug:        "regressd/model-4l-thinking",
-				Description: "model-4l with test-time search: more hyperparameter restarts on more rows and k-fold stacking on contexts up to 1000 rows; slower, rejects memory_policy",
+				Description: "model-4l with test-time search: five hyperparameter restarts refined on more rows, and 5-fold stacking with hyperparameters refit per fold on contexts up to 400 rows; several times slower, rejects memory_policy",
 				Thinking:    true,
 			},
 			layers:     []layerSpec{layerSolve, layerSmooth, layerLocal, layerTopK},
-			gp:         gpFitConfig{starts: []float64{2, 1, 0.3, 0.1, 0.02}, rows: 512, screenIters: 15, iters: 80, refineRows: 1200, refineIters: 15},
+			gp:         gpFitConfig{starts: []float64{2, 1, 0.3, 0.1, 0.02}, rows: 384, screenIters: 12, iters: 60, refineRows: 1000, refineIters: 12},
 			isoGP:      true,
 			solveChunk: 3072,
 			stackRows:  8192,
-			foldRows:   1000,
+			foldRows:   400,
+			folds:      5,
 			bags:       32,
 		},
 	}

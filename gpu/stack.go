@@ -196,9 +196,9 @@ func (c *contextFit) looCandidates(ys []float64, rows []int, score []bool, ard, 
 }
 
 // foldCandidates is the trend's and each head's prediction of every row from
-// a model fitted, hyperparameters included, on the other nine folds.
+// a model fitted, hyperparameters included, on the other folds.
 func (c *contextFit) foldCandidates(cfg modelConfig, ys []float64, solveChunk int) ([][]float64, []float64) {
-	const folds = 10
+	folds := max(cfg.folds, 2)
 	n, f := c.n, c.f
 	nh := len(c.layers) * headsPerLayer
 	out := make([][]float64, nh+1)
