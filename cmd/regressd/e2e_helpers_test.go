@@ -20,7 +20,12 @@ import (
 	"github.com/regressd/regressd/tsdb/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	runNATSHelper() // when asked to, this process is a NATS server for the fault tests, and exits
+	code := pgtest.Main(m)
+	removeBuiltBinary()
+	os.Exit(code)
+}
 
 // syncBuffer collects logs written from many goroutines.
 type syncBuffer struct {

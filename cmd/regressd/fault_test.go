@@ -1,0 +1,458 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tsdb/pgcluster"
+	"github.com/regressd/regressd/tsdb/pgtest"
+)
+
+// Every test here runs the same kind of input through a regressd that
+// suffers a fault, and compares the final <m>_regressed with a fault-free run
+// of the same input: no row missing, no row twice, no value different.
+
+// faultSeed makes the random kill points reproducible: REGRESSD_FAULT_SEED
+// replays a run.
+func faultSeed(t *testing.T) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("REGRESSD_FAULT_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("REGRESSD_FAULT_SEED=%d", seed)
+	return seed
+}
+
+// embeddedNATS starts a JetStream server in the test process (it is not the
+// thing under fault) and returns its URL.
+func embeddedNATS(t *testing.T) string {
+	t.Helper()
+	e, err := bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: t.TempDir(), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e.ClientURL()
+}
+
+// faultPredictor is what the workers of a fault test predict with: by
+// default a stand-in gateway in this process that answers at once, so the
+// tests measure delivery rather than the engine's speed;
+// REGRESSD_FAULT_PREDICTOR=local runs them on the built-in engine.
+func faultPredictor(t *testing.T) (model string, flags []string) {
+	if os.Getenv("REGRESSD_FAULT_PREDICTOR") == "local" {
+		return defaultModel(), nil
+	}
+	v := newFlakyVendor(t, 0)
+	return "vendor/model-x", []string{"--predictor", "remote", "--gateway-url", v.URL}
+}
+
+func faultContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func allSucceeded(t *testing.T, statuses map[faultTask]string, want int) {
+	t.Helper()
+	n := 0
+	for tk, s := range statuses {
+		if s == "success" {
+			n++
+		} else {
+			t.Errorf("task %s [%s]: %q", tk.trigger, tk.start.Format(time.RFC3339), s)
+		}
+	}
+	if n != want {
+		t.Errorf("%d of %d tasks succeeded", n, want)
+	}
+}
+
+// TestKillRolesMidTask kills scheduler, producer, worker and writer
+// processes with SIGKILL at random points while tasks flow — at least five
+// kills of each, twenty in all — plus one SIGTERM of each, and restarts them.
+func TestKillRolesMidTask(t *testing.T) {
+	t.Parallel() // mostly waiting on processes: overlap with the other fault tests
+	rng := rand.New(rand.NewPCG(faultSeed(t), 7))
+	load := defaultLoad("fk")
+	model, flags := faultPredictor(t)
+	ref := reference(t, load, model, "", flags...)
+
+	natsURL, dbURL := embeddedNATS(t), pgtest.URL(t)
+	js := connect(t, natsURL)
+	ensureStreams(t, js, 1)
+	pool := newPool(t, dbURL)
+	load.setup(t, pool, js, model, "")
+	pl := newPipeline(t, natsURL, dbURL)
+	pl.standard(flags...)
+	pl.startAll()
+
+	roles := []string{"scheduler", "producer", "worker", "writer"}
+	var plan []string
+	for _, r := range roles {
+		for range 5 {
+			plan = append(plan, r)
+		}
+		plan = append(plan, r+":term")
+	}
+	rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+
+	ctx := faultContext(t, 4*time.Minute)
+	done := make(chan map[faultTask]string, 1)
+	go func() { done <- submit(t, ctx, pl.url, load.tasks(), 8*time.Second) }()
+	for _, step := range plan {
+		time.Sleep(time.Duration(100+rng.IntN(450)) * time.Millisecond)
+		name, graceful := strings.CutSuffix(step, ":term")
+		p := pl.procs[name]
+		if graceful {
+			p.waitReady(30 * time.Second) // so the stop is the graceful path, not an early signal
+			if took := p.term(); took > 30*time.Second {
+				t.Errorf("%s took %v to stop on SIGTERM, want at most 30s", name, took)
+			}
+		} else {
+			p.kill()
+		}
+		p.start()
+	}
+	statuses := <-done
+	allSucceeded(t, statuses, len(load.tasks()))
+	sameAsReference(t, pool, load, ref)
+
+	kills, resumed := 0, 0
+	for _, r := range roles {
+		p := pl.procs[r]
+		kills += p.kills
+		if p.kills < 5 || p.terms < 1 {
+			t.Errorf("%s: %d kills and %d SIGTERMs, want 5 and 1", r, p.kills, p.terms)
+		}
+		t.Logf("%s: %d kill -9, %d SIGTERM (slowest exit %v)", r, p.kills, p.terms, p.slowestTerm.Round(time.Millisecond))
+	}
+	resumed = countLines(pl.procs["producer"].log, "publishing its stored plan")
+	t.Logf("%d kills; %d jobs delivered again republished their stored plan", kills, resumed)
+	if kills < 20 {
+		t.Errorf("%d kills, want at least 20", kills)
+	}
+}
+
+// TestNATSRestartMidRun kills the NATS server (a process started from
+// ops/nats/single.conf) twice while tasks flow, and starts it again on its
+// store.
+func TestNATSRestartMidRun(t *testing.T) {
+	t.Parallel() // mostly waiting on processes: overlap with the other fault tests
+	load := defaultLoad("fn")
+	load.windows = 4
+	model, flags := faultPredictor(t)
+	ref := reference(t, load, model, "", flags...)
+
+	nodes := startNATS(t, 1)
+	dbURL := pgtest.URL(t)
+	js := connect(t, nodes[0].url())
+	ensureStreams(t, js, 1)
+	pool := newPool(t, dbURL)
+	load.setup(t, pool, js, model, "")
+	pl := newPipeline(t, nodes[0].url(), dbURL)
+	pl.standard(flags...)
+	pl.startAll()
+
+	ctx := faultContext(t, 4*time.Minute)
+	done := make(chan map[faultTask]string, 1)
+	go func() { done <- submit(t, ctx, pl.url, load.tasks(), 6*time.Second) }()
+	for _, pause := range []time.Duration{1500 * time.Millisecond, 2500 * time.Millisecond} {
+		time.Sleep(pause)
+		nodes[0].kill()
+		time.Sleep(time.Second) // down: roles retry, webhooks answer 503
+		nodes[0].start()
+		waitPort(t, nodes[0].port, 30*time.Second)
+	}
+	statuses := <-done
+	allSucceeded(t, statuses, len(load.tasks()))
+	sameAsReference(t, pool, load, ref)
+	for _, name := range pl.order {
+		if !pl.procs[name].alive() {
+			t.Errorf("%s exited during the NATS restarts", name)
+		}
+	}
+}
+
+// TestPostgresRestartMidWrite stops PostgreSQL while results are being
+// written, twice, and starts it again (behind a proxy, so its URL stays).
+func TestPostgresRestartMidWrite(t *testing.T) {
+	t.Parallel() // mostly waiting on processes: overlap with the other fault tests
+	load := defaultLoad("fp")
+	load.windows, load.batch = 4, 2 // 160 results: the writer is busy when the database goes
+	model, flags := faultPredictor(t)
+	ref := reference(t, load, model, "", flags...)
+
+	dir, err := os.MkdirTemp("", "regressd-pgfault-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dir, 0o755)
+	ctx := context.Background()
+	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "pg"), Fast: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clMu sync.Mutex
+	t.Cleanup(func() {
+		clMu.Lock()
+		cl.Stop()
+		clMu.Unlock()
+		os.RemoveAll(dir)
+	})
+	proxy := newProxy(t, fmt.Sprintf("127.0.0.1:%d", cl.Port()))
+	dbURL := fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", pgcluster.Role, proxy.port(), pgcluster.Database)
+
+	natsURL := embeddedNATS(t)
+	js := connect(t, natsURL)
+	ensureStreams(t, js, 1)
+	pool := newPool(t, dbURL)
+	if err := schemas.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	load.setup(t, pool, js, model, "")
+	pl := newPipeline(t, natsURL, dbURL)
+	pl.standard(flags...)
+	pl.startAll()
+
+	fctx := faultContext(t, 4*time.Minute)
+	done := make(chan map[faultTask]string, 1)
+	go func() { done <- submit(t, fctx, pl.url, load.tasks(), 0) }()
+	restarts := 0
+	for _, after := range []int{20, 90} {
+		// Mid-write: once the writer has committed this many batches.
+		waitUntil(t, 90*time.Second, func() bool {
+			var n int
+			pool.QueryRow(ctx, `SELECT count(*) FROM regressd_task_batches`).Scan(&n)
+			return n >= after
+		}, fmt.Sprintf("%d batches written", after))
+		clMu.Lock()
+		if err := cl.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if cl, err = pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "pg"), Fast: true}); err != nil {
+			t.Fatal(err)
+		}
+		clMu.Unlock()
+		proxy.setTarget(fmt.Sprintf("127.0.0.1:%d", cl.Port()))
+		restarts++
+	}
+	statuses := <-done
+	allSucceeded(t, statuses, len(load.tasks()))
+	pool.Reset() // connections from before the restarts are gone
+	sameAsReference(t, pool, load, ref)
+	retried := countLines(pl.procs["writer"].log, "message will be retried")
+	if retried == 0 {
+		t.Error("no write failed: the restarts missed the writer at work")
+	}
+	t.Logf("PostgreSQL restarted %d times mid-write; the writer retried %d results, the producer %d jobs", restarts,
+		retried, countLines(pl.procs["producer"].log, "message will be retried"))
+}
+
+// flakyVendor stands in for a hosted gateway (a third party we cannot run):
+// for the first `bad` after its first call it answers 500, 429 with
+// Retry-After, or hangs past the client's timeout, in turn; then it is well.
+type flakyVendor struct {
+	*httptest.Server
+	bad   time.Duration
+	mu    sync.Mutex
+	first time.Time
+	calls []time.Time
+	n     int
+}
+
+func newFlakyVendor(t *testing.T, bad time.Duration) *flakyVendor {
+	v := &flakyVendor{bad: bad}
+	v.Server = httptest.NewServer(http.HandlerFunc(v.serve))
+	t.Cleanup(v.Close)
+	return v
+}
+
+func (v *flakyVendor) serve(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	v.mu.Lock()
+	if v.first.IsZero() {
+		v.first = now
+	}
+	v.calls = append(v.calls, now)
+	v.n++
+	n, bad := v.n, now.Sub(v.first) < v.bad
+	v.mu.Unlock()
+	if bad {
+		switch n % 3 {
+		case 0:
+			w.WriteHeader(http.StatusInternalServerError)
+			json.NewEncoder(w).Encode(map[string]string{"error": "injected"})
+		case 1:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			json.NewEncoder(w).Encode(map[string]string{"error": "slow down"})
+		default:
+			select { // past the trigger's request_timeout of 1s
+			case <-time.After(3 * time.Second):
+			case <-r.Context().Done():
+			}
+		}
+		return
+	}
+	var req struct {
+		XTest [][]*float64 `json:"X_test"`
+	}
+	json.NewDecoder(r.Body).Decode(&req)
+	preds := make([]float64, len(req.XTest))
+	for i, row := range req.XTest {
+		preds[i] = *row[0]*2 - *row[1]
+	}
+	json.NewEncoder(w).Encode(map[string]any{"task": "regression", "predictions": preds,
+		"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
+}
+
+func (v *flakyVendor) callsBetween(from, to time.Time) int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := 0
+	for _, c := range v.calls {
+		if c.After(from) && c.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// breakerChanges reads the worker's breaker transitions from its log.
+func breakerChanges(t *testing.T, logs string) (open, halfOpen []time.Time) {
+	for _, line := range strings.Split(logs, "\n") {
+		if !strings.Contains(line, `msg="circuit breaker"`) {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			t.Fatalf("breaker log line without a time: %s", line)
+		}
+		switch {
+		case strings.Contains(line, "to=open"):
+			open = append(open, at)
+		case strings.Contains(line, "to=half-open"):
+			halfOpen = append(halfOpen, at)
+		}
+	}
+	return open, halfOpen
+}
+
+// TestGatewayOutageOpensBreaker runs tasks against a hosted gateway that
+// fails for a while: the breaker opens, the worker stops calling (and
+// pulling) while it is open, and every task completes after the gateway
+// recovers, with what a healthy gateway would have given.
+func TestGatewayOutageOpensBreaker(t *testing.T) {
+	t.Parallel() // mostly waiting on processes: overlap with the other fault tests
+	load := defaultLoad("fg")
+	load.hosts, load.windows = []string{"a", "b"}, 3
+	const model, extra = "vendor/model-x", "request_timeout=1s,max_retries=1"
+	healthy := newFlakyVendor(t, 0)
+	ref := reference(t, load, model, extra, "--predictor", "remote", "--gateway-url", healthy.URL)
+
+	flaky := newFlakyVendor(t, 8*time.Second)
+	e := startEnv(t, "--predictor", "remote", "--gateway-url", flaky.URL)
+	load.setup(t, e.pool, e.st.js, model, extra)
+	ctx := faultContext(t, 3*time.Minute)
+	statuses := submit(t, ctx, func() string { return e.url }, load.tasks(), 0)
+	allSucceeded(t, statuses, len(load.tasks()))
+	sameAsReference(t, e.pool, load, ref)
+
+	open, halfOpen := breakerChanges(t, e.logs.String())
+	if len(open) == 0 || len(halfOpen) == 0 {
+		t.Fatalf("the breaker never opened and probed again (opened %d, half-open %d times)", len(open), len(halfOpen))
+	}
+	for i, o := range open {
+		end := time.Now()
+		for _, h := range halfOpen {
+			if h.After(o) {
+				end = h
+				break
+			}
+		}
+		// A call already under way when the breaker opened may still land.
+		if n := flaky.callsBetween(o.Add(200*time.Millisecond), end.Add(-50*time.Millisecond)); n > 0 {
+			t.Errorf("breaker open #%d (%v): %d gateway calls while open, want none", i+1, end.Sub(o).Round(time.Millisecond), n)
+		}
+	}
+	if n := countDLQ(t, e); n != 0 {
+		t.Errorf("%d messages dead-lettered during the outage", n)
+	}
+	t.Logf("breaker opened %d time(s); %d gateway calls in all", len(open), len(flaky.calls))
+}
+
+func countDLQ(t *testing.T, e *env) int {
+	return len(e.dlqEntries(schemas.SubjectDLQ + ">"))
+}
+
+// TestClusterNodeLoss runs the pipeline on a 3-node NATS cluster on
+// loopback (ops/nats/cluster.conf, every stream R3) and kills the node that
+// leads the batches stream mid-run.
+func TestClusterNodeLoss(t *testing.T) {
+	t.Parallel() // mostly waiting on processes: overlap with the other fault tests
+	load := defaultLoad("fc")
+	load.windows = 4
+	model, flags := faultPredictor(t)
+	ref := reference(t, load, model, "", flags...)
+
+	nodes := startNATS(t, 3)
+	urls := make([]string, len(nodes))
+	for i, n := range nodes {
+		urls[i] = n.url()
+	}
+	natsURL := strings.Join(urls, ",")
+	js := connect(t, natsURL)
+	ensureStreams(t, js, 3)
+	dbURL := pgtest.URL(t)
+	pool := newPool(t, dbURL)
+	load.setup(t, pool, js, model, "")
+	pl := newPipeline(t, natsURL, dbURL)
+	pl.standard(append(flags, "--replicas", "3")...)
+	pl.startAll()
+
+	ctx := faultContext(t, 4*time.Minute)
+	done := make(chan map[faultTask]string, 1)
+	go func() { done <- submit(t, ctx, pl.url, load.tasks(), 6*time.Second) }()
+	time.Sleep(2 * time.Second)
+	str, err := js.Stream(ctx, schemas.StreamBatches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := str.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	if got := info.Config.Replicas; got != 3 {
+		t.Fatalf("batches stream has %d replicas, want 3", got)
+	}
+	var victim *natsNode
+	for _, n := range nodes {
+		if n.name == info.Cluster.Leader {
+			victim = n
+		}
+	}
+	if victim == nil {
+		t.Fatalf("no node leads the batches stream (leader %q)", info.Cluster.Leader)
+	}
+	victim.kill()
+	t.Logf("killed %s, leader of %s", victim.name, schemas.StreamBatches)
+	statuses := <-done
+	allSucceeded(t, statuses, len(load.tasks()))
+	sameAsReference(t, pool, load, ref)
+}
