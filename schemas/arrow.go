@@ -3,10 +3,12 @@ package schemas
 import (
 	"bytes"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/klauspost/compress/zstd"
 )
 
 // Arrow column names used on the bus.
@@ -49,21 +51,49 @@ var ResultSchema = arrow.NewSchema([]arrow.Field{
 	{Name: ColValue, Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 }, nil)
 
-// EncodeRecord writes one record as a ZSTD-compressed Arrow IPC stream.
+// zstdMagic starts every ZSTD frame. An Arrow IPC stream starts with
+// 0xFFFFFFFF, so the two forms cannot be mistaken for each other.
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// MaxDecodedBytes bounds what one message may decompress to.
+const MaxDecodedBytes = 256 << 20
+
+// zstdCodec is one encoder and one decoder for the whole process: their
+// EncodeAll and DecodeAll are safe for concurrent use and keep their state
+// between calls. (Arrow's own buffer compression builds a new ZSTD encoder,
+// megabytes of tables, for every message: that cost more than everything
+// else a batch costs the producer.) Built once, never changed.
+var zstdCodec = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithLowerEncoderMem(true))
+	if err != nil {
+		panic(fmt.Sprintf("zstd encoder: %v", err)) // only bad options fail
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxDecodedBytes))
+	if err != nil {
+		panic(fmt.Sprintf("zstd decoder: %v", err))
+	}
+	return enc, dec
+})
+
+// EncodeRecord writes one record as an Arrow IPC stream compressed whole as
+// one ZSTD frame.
 func EncodeRecord(rec arrow.RecordBatch) ([]byte, error) {
 	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()), ipc.WithZstd(), ipc.WithAllocator(memory.DefaultAllocator))
+	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()), ipc.WithAllocator(memory.DefaultAllocator))
 	if err := w.Write(rec); err != nil {
 		return nil, fmt.Errorf("encode arrow: %w", err)
 	}
 	if err := w.Close(); err != nil {
 		return nil, fmt.Errorf("encode arrow: %w", err)
 	}
-	return buf.Bytes(), nil
+	enc, _ := zstdCodec()
+	return enc.EncodeAll(buf.Bytes(), make([]byte, 0, buf.Len()/2+64)), nil
 }
 
-// DecodeRecord reads the single record of an Arrow IPC stream and checks that
-// its schema is want (when want is not nil). The caller releases the record.
+// DecodeRecord reads the single record of an Arrow IPC stream, compressed
+// whole (EncodeRecord) or with ZSTD-compressed buffers (Arrow's own form,
+// which earlier versions sent), and checks that its schema is want (when
+// want is not nil). The caller releases the record.
 func DecodeRecord(b []byte, want *arrow.Schema) (rec arrow.RecordBatch, err error) {
 	defer func() {
 		// The IPC reader panics on some malformed inputs; a bad message is a
@@ -72,6 +102,12 @@ func DecodeRecord(b []byte, want *arrow.Schema) (rec arrow.RecordBatch, err erro
 			rec, err = nil, fmt.Errorf("decode arrow: malformed stream: %v", p)
 		}
 	}()
+	if bytes.HasPrefix(b, zstdMagic) {
+		_, dec := zstdCodec()
+		if b, err = dec.DecodeAll(b, nil); err != nil {
+			return nil, fmt.Errorf("decode arrow: %w", err)
+		}
+	}
 	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(memory.DefaultAllocator))
 	if err != nil {
 		return nil, fmt.Errorf("decode arrow: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Reserved names a source tag may not have: the regressed table uses them.
@@ -148,13 +150,63 @@ type Point struct {
 	Value float64
 }
 
-// WritePredictions upserts points for the series inside tx: COPY into a
-// per-session staging table, then one INSERT … ON CONFLICT. Writing a point
+// WritePredictions writes points for the series inside tx; writing a point
 // again replaces its value. It returns the number of rows written.
+//
+// Most writes are of points not there yet (skip_existing drops the others
+// before the model is called), so the points are first COPYed straight into
+// the table, under a savepoint: the write limit of the table. A point that is
+// there already (a re-run, a timestamp twice in one batch) fails that COPY on
+// the identity index; the savepoint then undoes it and the points are
+// upserted instead: COPY into a per-session staging table, then one
+// INSERT … ON CONFLICT.
 func WritePredictions(ctx context.Context, tx pgx.Tx, s Series, points []Point) (int64, error) {
 	if len(points) == 0 {
 		return 0, nil
 	}
+	n, err := copyNew(ctx, tx, s, points)
+	var pgErr *pgconn.PgError
+	if err == nil || !errors.As(err, &pgErr) || pgErr.Code != uniqueViolation {
+		return n, err
+	}
+	return upsert(ctx, tx, s, points)
+}
+
+// uniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
+const uniqueViolation = "23505"
+
+// copyNew COPYs points into the regressed table under a savepoint, which a
+// failure rolls back. A savepoint that was not needed is left to the commit
+// (releasing it would cost a round trip for nothing).
+func copyNew(ctx context.Context, tx pgx.Tx, s Series, points []Point) (int64, error) {
+	if _, err := tx.Exec(ctx, `SAVEPOINT regressd_copy`); err != nil {
+		return 0, fmt.Errorf("write predictions: %w", err)
+	}
+	cols := append([]string{"time", "value", "model", "source", "target"}, s.TagColumns...)
+	row := append([]any{nil, nil, s.Model, s.Measurement, s.Target}, s.tagArgs()...)
+	i := 0
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{RegressedName(s.Measurement)}, cols, pgx.CopyFromFunc(func() ([]any, error) {
+		if i == len(points) {
+			return nil, nil
+		}
+		row[0], row[1] = points[i].Time, points[i].Value
+		i++
+		return row, nil
+	}))
+	if err != nil {
+		if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT regressd_copy`); rerr != nil {
+			return 0, fmt.Errorf("copy predictions: %w (and rolling back: %v)", err, rerr)
+		}
+		return 0, fmt.Errorf("copy predictions: %w", err)
+	}
+	return n, nil
+}
+
+// upsert writes points that may exist: COPY into a per-session staging
+// table, then one INSERT … ON CONFLICT that also empties the staging table
+// (DELETE … RETURNING: a TRUNCATE would swap the table's files on every
+// call, which cost more than the write at a few hundred rows).
+func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point) (int64, error) {
 	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS regressd_stage ("time" timestamptz NOT NULL, value double precision NOT NULL) ON COMMIT DELETE ROWS`); err != nil {
 		return 0, fmt.Errorf("staging table: %w", err)
 	}
@@ -172,14 +224,12 @@ func WritePredictions(ctx context.Context, tx pgx.Tx, s Series, points []Point) 
 		sel = append(sel, "$"+strconv.Itoa(len(args))+"::text")
 	}
 	// DISTINCT ON keeps one value per time should a batch repeat a timestamp.
-	sql := fmt.Sprintf(`INSERT INTO %s (%s) SELECT DISTINCT ON ("time") %s FROM regressd_stage ORDER BY "time" ON CONFLICT %s DO UPDATE SET value = EXCLUDED.value`,
+	sql := fmt.Sprintf(`WITH staged AS (DELETE FROM regressd_stage RETURNING "time", value)
+		INSERT INTO %s (%s) SELECT DISTINCT ON ("time") %s FROM staged ORDER BY "time" ON CONFLICT %s DO UPDATE SET value = EXCLUDED.value`,
 		pgx.Identifier{RegressedName(s.Measurement)}.Sanitize(), strings.Join(cols, ", "), strings.Join(sel, ", "), conflictTarget(s))
 	tag, err := tx.Exec(ctx, sql, args...)
 	if err != nil {
 		return 0, fmt.Errorf("write predictions: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `TRUNCATE regressd_stage`); err != nil {
-		return 0, err
 	}
 	return tag.RowsAffected(), nil
 }

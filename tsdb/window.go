@@ -13,7 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/regressd/regressd/schemas"
 )
@@ -69,58 +68,30 @@ func (db *DB) ReadWindow(ctx context.Context, q WindowQuery) (*Window, error) {
 		return nil, fmt.Errorf("read window of %q: %w", q.Measurement, err)
 	}
 	defer rows.Close()
-
-	nt, nf := len(q.TagColumns), 1+len(q.Features)
-	var (
-		times []int64
-		tags  = make([][]pgtype.Text, nt)
-		nums  = make([][]float64, nf)
-	)
-	var ts pgtype.Timestamptz
-	tagVals := make([]pgtype.Text, nt)
-	numVals := make([]pgtype.Float8, nf)
-	dest := make([]any, 0, 1+nt+nf)
-	dest = append(dest, &ts)
-	for i := range tagVals {
-		dest = append(dest, &tagVals[i])
-	}
-	for i := range numVals {
-		dest = append(dest, &numVals[i])
-	}
-	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
+	c := newWindowCols(len(q.TagColumns), 1+len(q.Features))
+	binaryRows := false
+	for first := true; rows.Next(); first = false {
+		if first {
+			binaryRows = c.binary(rows.FieldDescriptions())
+		}
+		if binaryRows {
+			err = c.appendRaw(rows.RawValues())
+		} else {
+			err = c.appendScanned(rows)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("read window of %q: %w", q.Measurement, err)
-		}
-		if !ts.Valid {
-			continue
-		}
-		times = append(times, ts.Time.UnixMicro())
-		for i, v := range tagVals {
-			tags[i] = append(tags[i], v)
-		}
-		for i, v := range numVals {
-			x := math.NaN()
-			if v.Valid && !math.IsNaN(v.Float64) && !math.IsInf(v.Float64, 0) {
-				x = v.Float64
-			}
-			nums[i] = append(nums[i], x)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read window of %q: %w", q.Measurement, err)
 	}
 	w := &Window{}
-	if q.Limit > 0 && len(times) > q.Limit {
+	if q.Limit > 0 && len(c.times) > q.Limit {
 		w.Truncated = true
-		times = times[:q.Limit]
-		for i := range tags {
-			tags[i] = tags[i][:q.Limit]
-		}
-		for i := range nums {
-			nums[i] = nums[i][:q.Limit]
-		}
+		c.cut(q.Limit)
 	}
-	w.Record = buildWindow(q, times, tags, nums)
+	w.Record = buildWindow(q, c)
 	return w, nil
 }
 
@@ -168,25 +139,26 @@ func windowSQL(q WindowQuery) (string, []any) {
 
 // buildWindow assembles the record in ascending time order from rows read
 // newest first.
-func buildWindow(q WindowQuery, times []int64, tags [][]pgtype.Text, nums [][]float64) arrow.RecordBatch {
-	n := len(times)
+func buildWindow(q WindowQuery, c *windowCols) arrow.RecordBatch {
+	n := len(c.times)
 	mem := memory.DefaultAllocator
-	cols := make([]arrow.Array, 0, 1+len(tags)+len(nums))
+	cols := make([]arrow.Array, 0, 1+len(c.tags)+len(c.nums))
 
 	tb := array.NewTimestampBuilder(mem, schemas.TimeType)
 	tb.Reserve(n)
 	for i := n - 1; i >= 0; i-- {
-		tb.UnsafeAppend(arrow.Timestamp(times[i]))
+		tb.UnsafeAppend(arrow.Timestamp(c.times[i]))
 	}
 	cols = append(cols, tb.NewArray())
 	tb.Release()
 
-	for _, col := range tags {
+	for _, col := range c.tags {
 		sb := array.NewStringBuilder(mem)
 		sb.Reserve(n)
+		sb.ReserveData(len(col.data))
 		for i := n - 1; i >= 0; i-- {
-			if col[i].Valid {
-				sb.Append(col[i].String)
+			if v, ok := col.value(i); ok {
+				sb.BinaryBuilder.Append(v)
 			} else {
 				sb.AppendNull()
 			}
@@ -194,7 +166,7 @@ func buildWindow(q WindowQuery, times []int64, tags [][]pgtype.Text, nums [][]fl
 		cols = append(cols, sb.NewArray())
 		sb.Release()
 	}
-	for _, col := range nums {
+	for _, col := range c.nums {
 		fb := array.NewFloat64Builder(mem)
 		fb.Reserve(n)
 		for i := n - 1; i >= 0; i-- {

@@ -7,13 +7,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/regressd/regressd/schemas"
 )
 
 // ensureTask creates the task's ledger row on its first result.
-func ensureTask(ctx context.Context, tx pgx.Tx, m schemas.TaskMeta) error {
-	_, err := tx.Exec(ctx, `
+func ensureTask(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, m schemas.TaskMeta) error {
+	_, err := db.Exec(ctx, `
 		INSERT INTO regressd_tasks (task_id, trigger_name, measurement, target, model, window_start, window_end,
 			origin, dry_run, status, batches, context_rows, query_rows, read_rows, read_truncated, skipped_existing)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15)

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -39,7 +40,14 @@ type Writer struct {
 
 	mu      sync.Mutex
 	ensured map[string]bool // regressed tables known to match a tag set
+	// known are tasks whose ledger row holds their batches: their later
+	// results skip ensureTask. Bounded, oldest forgotten first.
+	known      map[string]struct{}
+	knownOrder []string
 }
+
+// maxKnown bounds the tasks a writer remembers as created.
+const maxKnown = 4096
 
 // New binds the task bucket.
 func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Config) (*Writer, error) {
@@ -53,7 +61,7 @@ func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Co
 	if err != nil {
 		return nil, fmt.Errorf("open task bucket: %w", err)
 	}
-	return &Writer{js: js, pool: pool, tasks: kv, cfg: cfg, log: cfg.Logger, ensured: map[string]bool{}}, nil
+	return &Writer{js: js, pool: pool, tasks: kv, cfg: cfg, log: cfg.Logger, ensured: map[string]bool{}, known: map[string]struct{}{}}, nil
 }
 
 // Run consumes results until ctx ends.
@@ -136,10 +144,20 @@ func (w *Writer) apply(ctx context.Context, r result) error {
 	series := tsdb.Series{Measurement: r.meta.Measurement, Target: r.meta.Target, Model: r.meta.Model,
 		TagColumns: r.meta.TagColumns, Tags: r.meta.Series}
 	var ensured string
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		if err := ensureTask(ctx, tx, r.meta); err != nil {
+	// The task row is created in a statement of its own: inside the
+	// transaction, every other result of the task would wait on its INSERT
+	// until this whole transaction committed. It is idempotent, and a task row
+	// with no batch settled yet is the truth about a running task. Once the
+	// row holds the task's batches, later results need not ask again.
+	if !w.isKnown(r.meta.TaskID) {
+		if err := ensureTask(ctx, w.pool, r.meta); err != nil {
 			return err
 		}
+		if r.meta.Batches > 0 {
+			w.remember(r.meta.TaskID)
+		}
+	}
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		status := r.status
 		if r.batch < 0 {
 			status = "verdict"
@@ -180,7 +198,38 @@ func (w *Writer) apply(ctx context.Context, r result) error {
 		w.ensured[ensured] = true
 		w.mu.Unlock()
 	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
+		w.forget(r.meta.TaskID) // the task row went away: create it again on the retry
+	}
 	return err
+}
+
+func (w *Writer) isKnown(taskID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.known[taskID]
+	return ok
+}
+
+func (w *Writer) remember(taskID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.known[taskID]; ok {
+		return
+	}
+	w.known[taskID] = struct{}{}
+	w.knownOrder = append(w.knownOrder, taskID)
+	if len(w.knownOrder) > maxKnown {
+		delete(w.known, w.knownOrder[0])
+		w.knownOrder = w.knownOrder[1:]
+	}
+}
+
+func (w *Writer) forget(taskID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.known, taskID)
 }
 
 // ensure creates or adapts the regressed table once per process and tag set.
