@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -44,6 +45,8 @@ type Writer struct {
 	// results skip ensureTask. Bounded, oldest forgotten first.
 	known      map[string]struct{}
 	knownOrder []string
+	// progress is when this writer last published a running task's summary.
+	progress map[string]time.Time
 }
 
 // maxKnown bounds the tasks a writer remembers as created.
@@ -61,7 +64,8 @@ func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Co
 	if err != nil {
 		return nil, fmt.Errorf("open task bucket: %w", err)
 	}
-	return &Writer{js: js, pool: pool, tasks: kv, cfg: cfg, log: cfg.Logger, ensured: map[string]bool{}, known: map[string]struct{}{}}, nil
+	return &Writer{js: js, pool: pool, tasks: kv, cfg: cfg, log: cfg.Logger, ensured: map[string]bool{},
+		known: map[string]struct{}{}, progress: map[string]time.Time{}}, nil
 }
 
 // Run consumes results until ctx ends.
@@ -205,6 +209,30 @@ func (w *Writer) apply(ctx context.Context, r result) error {
 	return err
 }
 
+// progressEvery spaces the progress summaries of a running task.
+const progressEvery = time.Second
+
+// progressDue reports whether a task's summary should be published now, and
+// if so notes the time: always when done (and the task is forgotten),
+// otherwise when this writer has not published one in progressEvery.
+func (w *Writer) progressDue(taskID string, done bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if done {
+		delete(w.progress, taskID)
+		return true
+	}
+	now := time.Now()
+	if last, ok := w.progress[taskID]; ok && now.Sub(last) < progressEvery {
+		return false
+	}
+	if len(w.progress) >= maxKnown {
+		clear(w.progress) // tasks whose end another writer saw
+	}
+	w.progress[taskID] = now
+	return true
+}
+
 func (w *Writer) isKnown(taskID string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -259,11 +287,16 @@ func (w *Writer) ensure(ctx context.Context, tx pgx.Tx, s tsdb.Series) (string, 
 // the engine endpoint waits for it. Results of one task are written
 // concurrently (several writers, or one writer's concurrency), so a summary
 // read earlier may arrive later: it replaces the stored one only if it has
-// seen more of the task, so the final state is never overwritten.
+// seen more of the task, so the final state is never overwritten. A task's
+// final state is always published; its progress at most once per
+// progressEvery by this writer (each publication costs two round trips).
 func (w *Writer) publishSummary(ctx context.Context, taskID string) error {
 	s, err := summary(ctx, w.pool, taskID)
 	if err != nil {
 		return err
+	}
+	if !w.progressDue(taskID, s.Done()) {
+		return nil
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
