@@ -156,7 +156,7 @@ func buildHeads(cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gp
 			h := head{spec: s, inv: metricInv(hp, s.mult), values: y}
 			if s.kind == kindSolve {
 				h.sf2 = hp.sf2
-				h.values = fitSolve(z, n, f, h.inv, hp.sf2, hp.sn2, y, solveChunk, nil).alpha
+				h.values = fitSolve(z, n, f, h.inv, hp.sf2, hp.sn2, y, solveChunk, make([]bool, n)).alpha
 			}
 			h.vScale = 0
 			for _, v := range h.values {

@@ -78,7 +78,9 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 		tr, _, _ := fitTrend(c.z, n, f, ys)
 		c.tr = tr
 	} else {
-		rows := scoreRows(n, cfg.stackRows)
+		// Scoring costs scored rows × n; past stackPairs the number of
+		// scored rows shrinks (not below 1024), keeping Fit linear in n.
+		rows := scoreRows(n, min(cfg.stackRows, max(1024, stackPairs/n)))
 		score := make([]bool, n)
 		for _, i := range rows {
 			score[i] = true
@@ -120,6 +122,9 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 		}
 	}
 }
+
+// stackPairs bounds scored rows × context rows in the readout's scoring.
+const stackPairs = 100_000_000
 
 // scoreRows is every row, or a fixed spread-out sample of k rows in order.
 func scoreRows(n, k int) []int {
