@@ -92,7 +92,7 @@ func (c *contextFit) headReduce(hd *head, h int, rv *rowView, d2 []float32, sel 
 		for i, d := range d2 {
 			out += expNeg(-0.5*float64(d)) * float64(rv.vbar[i*headsPerLayer+h])
 		}
-		return out * hd.sf2 * hd.vScale
+		return out * hd.sf2 * rv.s.vScale[h]
 	case kindSmooth, kindLocal:
 		dmin := float32(math.Inf(1))
 		for _, d := range d2 {
@@ -116,7 +116,7 @@ func (c *contextFit) headReduce(hd *head, h int, rv *rowView, d2 []float32, sel 
 		if den == 0 {
 			return 0
 		}
-		return num / den * hd.vScale
+		return num / den * rv.s.vScale[h]
 	default: // kindTopK
 		k := topK(d2, min(hd.spec.k, n), idx)
 		var num, den float64
@@ -127,7 +127,7 @@ func (c *contextFit) headReduce(hd *head, h int, rv *rowView, d2 []float32, sel 
 		if den == 0 {
 			return 0
 		}
-		return num / den * hd.vScale
+		return num / den * rv.s.vScale[h]
 	}
 }
 

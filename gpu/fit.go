@@ -13,6 +13,7 @@ type head struct {
 	inv    []float64 // per-feature inverse length scale, bandwidth included
 	sf2    float64   // signal variance, solve heads
 	values []float64 // per context row, canonical order
+	loo    []float64 // solve heads: leave-one-out predictions on the scored rows (Fit only)
 	vScale float64   // values are stored as values/vScale, so they lie in [−1, 1]
 	w      float64   // readout weight
 }
@@ -112,8 +113,9 @@ func fitContext(cfg modelConfig, X [][]float64, y []float64, opt fitOptions) (*c
 	c.ys = ys
 	c.hyper = [2]gpHyper{ard, iso}
 	c.solveChunk = solveChunk
-	c.layers = buildHeads(cfg, c.z, n, f, ys, ard, iso, solveChunk)
-	c.stack(cfg, ys, ard, iso, solveChunk)
+	score := c.scoreMask(cfg)
+	c.layers = buildHeads(cfg, c.z, n, f, ys, ard, iso, solveChunk, score)
+	c.stack(cfg, ys, ard, iso, solveChunk, score)
 	return c, nil
 }
 
@@ -145,7 +147,12 @@ func metricInv(h gpHyper, mult float64) []float64 {
 
 // buildHeads fits every head's values on (z, y): the GP solves for solve
 // heads, the target itself for the others.
-func buildHeads(cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gpHyper, solveChunk int) [][headsPerLayer]head {
+// score marks the rows whose leave-one-out prediction the solve heads
+// should also return (nil: none).
+func buildHeads(cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gpHyper, solveChunk int, score []bool) [][headsPerLayer]head {
+	if score == nil {
+		score = make([]bool, n)
+	}
 	layers := make([][headsPerLayer]head, len(cfg.layers))
 	for l, ls := range cfg.layers {
 		for k, s := range ls {
@@ -156,7 +163,8 @@ func buildHeads(cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gp
 			h := head{spec: s, inv: metricInv(hp, s.mult), values: y}
 			if s.kind == kindSolve {
 				h.sf2 = hp.sf2
-				h.values = fitSolve(z, n, f, h.inv, hp.sf2, hp.sn2, y, solveChunk, make([]bool, n)).alpha
+				sr := fitSolve(z, n, f, h.inv, hp.sf2, hp.sn2, y, solveChunk, score)
+				h.values, h.loo = sr.alpha, sr.loo
 			}
 			h.vScale = 0
 			for _, v := range h.values {

@@ -30,6 +30,7 @@ import (
 // layerStore is one layer's keys and values for rows [0, rows).
 type layerStore struct {
 	layer  int
+	vScale [headsPerLayer]float64 // values are stored as v/vScale, |v/vScale| ≤ 1
 	paired [headsPerLayer]bool // solve heads: the value pair is (hi, lo)
 	dtype  string
 	rows   int
@@ -203,20 +204,27 @@ func (c *contextFit) buildLayer(l int, dev *Device, chunk int, dtype string) (*l
 	var vals [headsPerLayer][]float64
 	for h := range c.layers[l] {
 		hd := &c.layers[l][h]
-		if hd.spec.kind != kindSolve {
-			vals[h] = c.ys
-			continue
+		vals[h] = c.ys
+		if hd.spec.kind == kindSolve {
+			a, err := c.solveStored(s, h, hd, dev, chunk)
+			if err != nil {
+				return nil, err
+			}
+			vals[h] = a
 		}
-		a, err := c.solveStored(s, h, hd, dev, chunk)
-		if err != nil {
-			return nil, err
+		// Normalise by this build's own largest value, so the values span
+		// the storage range whatever the solve produced.
+		for _, v := range vals[h] {
+			s.vScale[h] = max(s.vScale[h], math.Abs(v))
 		}
-		vals[h] = a
+		if s.vScale[h] == 0 {
+			s.vScale[h] = 1
+		}
 	}
 	parallelFor(c.n, 256, func(lo, hi int) {
 		v := make([]float32, w)
 		for i := lo; i < hi; i++ {
-			c.rowValues(l, vals, i, v)
+			c.rowValues(s, vals, i, v)
 			s.putV(i, v)
 		}
 	})
@@ -272,6 +280,13 @@ func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, ch
 	// its variance keeps the solve from fitting the rounding, which int8
 	// keys would otherwise turn into spikes.
 	sn2 := hp.sn2 + hp.sf2*mse
+	if s.dtype == CacheDTypeInt8 {
+		// Two int8 digits hold a value to about 1/127² of its vector's
+		// scale, far less than a nearly noiseless solve's cancellation
+		// needs; a noise floor bounds that cancellation. This is where
+		// int8 trades accuracy.
+		sn2 = max(sn2, int8NoiseFloor*hp.sf2)
+	}
 	return fitSolve(pos, n, f, ones, hp.sf2, sn2, c.ys, chunk, make([]bool, n)).alpha, nil
 }
 
@@ -295,11 +310,11 @@ func (c *contextFit) rowKeys(l, i int, k []float32) {
 	}
 }
 
-// rowValues writes row i's float32 value vectors for layer l.
-func (c *contextFit) rowValues(l int, vals [headsPerLayer][]float64, i int, v []float32) {
+// rowValues writes row i's float32 value vectors for the store's layer.
+func (c *contextFit) rowValues(s *layerStore, vals [headsPerLayer][]float64, i int, v []float32) {
 	for g := range c.g {
-		for h := range c.layers[l] {
-			v[g*headWidth+2*h] = float32(vals[h][i] / c.layers[l][h].vScale)
+		for h := range headsPerLayer {
+			v[g*headWidth+2*h] = float32(vals[h][i] / s.vScale[h])
 			v[g*headWidth+2*h+1] = 1
 		}
 	}
@@ -328,6 +343,10 @@ func (c *contextFit) queryKeys(l int, x []float64, qk []float32) {
 		}
 	}
 }
+
+// int8NoiseFloor is the least noise variance, as a share of the signal
+// variance, of a GP solved for an int8 cache.
+const int8NoiseFloor = 0.01
 
 // keyClamp bounds key coordinates, in length scales from the block anchor.
 // Past a few length scales a coordinate only says "far" (the kernels are

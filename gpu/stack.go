@@ -64,7 +64,7 @@ func headOutput64(h *head, d2base, d2, sel []float64, skip int) float64 {
 // well each predicts context rows it did not see. On a small context it uses
 // k-fold predictions with the hyperparameters refit in every fold, because
 // leave-one-out after tuning on the same rows flatters the tuned heads.
-func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int) {
+func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) {
 	n, f := c.n, c.f
 	var cands [][]float64
 	var target []float64
@@ -78,12 +78,11 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 		tr, _, _ := fitTrend(c.z, n, f, ys)
 		c.tr = tr
 	} else {
-		// Scoring costs scored rows × n; past stackPairs the number of
-		// scored rows shrinks (not below 1024), keeping Fit linear in n.
-		rows := scoreRows(n, min(cfg.stackRows, max(1024, stackPairs/n)))
-		score := make([]bool, n)
-		for _, i := range rows {
-			score[i] = true
+		var rows []int
+		for i, s := range score {
+			if s {
+				rows = append(rows, i)
+			}
 		}
 		tr, tLoo, _ := fitTrend(c.z, n, f, ys)
 		c.tr = tr
@@ -94,7 +93,7 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 			tc[a] = tLoo[i]
 		}
 		cands = append(cands, tc)
-		hc := c.looCandidates(ys, rows, score, ard, iso, solveChunk)
+		hc := c.looCandidates(rows, ard, iso)
 		// Heads in the fitted ARD metric carry the optimism of
 		// hyperparameters tuned on these rows: inflate their residuals by
 		// the AIC-like factor 1 + 2p/n (p = f+2 hyperparameters).
@@ -145,29 +144,40 @@ func scoreRows(n, k int) []int {
 	return rows
 }
 
+// scoreMask marks the rows the readout is scored on (nil on the k-fold
+// path). Scoring costs scored rows × n; past stackPairs the number of scored
+// rows shrinks (not below 1024), keeping Fit linear in n.
+func (c *contextFit) scoreMask(cfg modelConfig) []bool {
+	n := c.n
+	if n <= cfg.foldRows && n >= 10 {
+		return nil
+	}
+	score := make([]bool, n)
+	for _, i := range scoreRows(n, min(cfg.stackRows, max(1024, stackPairs/n))) {
+		score[i] = true
+	}
+	return score
+}
+
 // looCandidates is each head's leave-one-out prediction on the scored rows.
-func (c *contextFit) looCandidates(ys []float64, rows []int, score []bool, ard, iso gpHyper, solveChunk int) [][]float64 {
+func (c *contextFit) looCandidates(rows []int, ard, iso gpHyper) [][]float64 {
 	n, f := c.n, c.f
 	nh := len(c.layers) * headsPerLayer
 	out := make([][]float64, nh)
 	for k := range out {
 		out[k] = make([]float64, len(rows))
 	}
-	// Closed-form LOO for the solve heads.
+	// Closed-form LOO for the solve heads, from their solve in buildHeads.
 	for l := range c.layers {
 		for h := range c.layers[l] {
 			hd := &c.layers[l][h]
 			if hd.spec.kind != kindSolve {
 				continue
 			}
-			hp := ard
-			if hd.spec.metric == metricISO {
-				hp = iso
-			}
-			loo := fitSolve(c.z, n, f, hd.inv, hp.sf2, hp.sn2, ys, solveChunk, score).loo
 			for a, i := range rows {
-				out[l*headsPerLayer+h][a] = loo[i]
+				out[l*headsPerLayer+h][a] = hd.loo[i]
 			}
+			hd.loo = nil
 		}
 	}
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
@@ -231,7 +241,7 @@ func (c *contextFit) foldCandidates(cfg modelConfig, ys []float64, solveChunk in
 		if cfg.isoGP {
 			iso = fitGPIso(zt, m, f, yt, cfg.gp)
 		}
-		layers := buildHeads(cfg, zt, m, f, yt, ard, iso, solveChunk)
+		layers := buildHeads(cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
 		trd, _, _ := fitTrend(zt, m, f, yt)
 		invA, invI := metricInv(ard, 1), metricInv(iso, 1)
 		dA, dI := make([]float64, m), make([]float64, m)
