@@ -45,6 +45,7 @@ type benchCommand struct {
 	sampleEvery  time.Duration
 	keep         bool
 	cpuProfile   string
+	memProfile   string
 	tempDataDir  bool
 	clusterDir   string
 }
@@ -68,19 +69,20 @@ func (c *benchCommand) flags() *flag.FlagSet {
 	fs.Float64Var(&c.gapRatio, "gap-ratio", 0.25, "share of rows whose target is empty (the rows predicted)")
 	fs.IntVar(&c.batchSize, "batch-size", 250, "query rows per batch (predict_batch_size)")
 	fs.IntVar(&c.trainRows, "train-rows", 1000, "context rows per task (max_train_rows)")
-	fs.IntVar(&c.engineTasks, "engine-tasks", 4, "tasks of the engine phases (2 and 4), the first of the generated ones; 0 runs them on every task")
+	fs.IntVar(&c.engineTasks, "engine-tasks", 2, "tasks of the engine phases (2 and 4), the first of the generated ones; 0 runs them on every task")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds of phases 1 (COPY) and 3 (pipeline, trivial), alternated; their ratio is the median round's")
 	fs.BoolVar(&c.warmup, "warmup", true, "run the trivial pipeline over every task once, unmeasured, before the rounds (prepared statements, caches)")
 	fs.IntVar(&c.clients, "clients", 8, "engine calls in flight during the pipeline phases")
 	fs.IntVar(&c.concurrency, "concurrency", 2, "messages each role handles at once, as 'regressd run --concurrency'")
 	fs.StringVar(&c.model, "model", benchEngineModel(), "built-in model of the engine phases")
-	fs.IntVar(&c.latRuns, "latency-runs", 20, "single webhook runs timed one at a time (0 skips them)")
+	fs.IntVar(&c.latRuns, "latency-runs", 10, "single webhook runs timed one at a time (0 skips them)")
 	fs.IntVar(&c.latContext, "latency-context", 1000, "context rows of each timed webhook run")
 	fs.IntVar(&c.latQueries, "latency-queries", 50, "query rows of each timed webhook run")
 	fs.DurationVar(&c.duration, "duration", 0, "after the phases, run the trivial pipeline this long and sample memory (e.g. 10m); 0 skips the soak")
 	fs.DurationVar(&c.sampleEvery, "sample-every", 10*time.Second, "soak: how often memory is sampled")
 	fs.BoolVar(&c.keep, "keep", false, "keep the generated tables and triggers")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the pipeline phases (3 and 4) to this file, for 'go tool pprof'")
+	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile at the end of the run (after the soak) to this file, for 'go tool pprof'")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the warm-up and the rounds of phases 1 and 3 (the pipeline with the trivial predictor) to this file, for 'go tool pprof'")
 	fs.Usage = func() {
 		fmt.Fprintf(c.m.Stderr, `Usage: regressd bench [flags]
 
@@ -220,6 +222,20 @@ func (c *benchCommand) measure(rep *benchReport, name string, total int, f func(
 		p.DBCPUSeconds = (c.dbCPU() - db0).Seconds()
 	}
 	return err
+}
+
+// writeHeapProfile writes the live heap, after a collection, to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		return fmt.Errorf("--memprofile: %w", err)
+	}
+	return nil
 }
 
 // dbCPU is the private cluster's CPU time so far; 0 with --database-url.
@@ -374,6 +390,11 @@ func (c *benchCommand) run(ctx context.Context, st *stack, log *slog.Logger, com
 	}
 	if c.duration > 0 {
 		if rep.Soak, err = c.soak(ctx, bp, trivialNames, tasks); err != nil {
+			return nil, err
+		}
+	}
+	if c.memProfile != "" {
+		if err := writeHeapProfile(c.memProfile); err != nil {
 			return nil, err
 		}
 	}

@@ -126,14 +126,15 @@ type soakResult struct {
 	// RSSSlope is the least-squares growth of RSS over the samples after
 	// the first fifth (warm-up), in bytes per minute.
 	RSSSlope float64 `json:"rss_growth_bytes_per_min"`
-	// HeapSlope is the same for the Go heap in use.
+	// HeapSlope is the same for the live Go heap (after a collection): the
+	// embedded NATS server's included.
 	HeapSlope float64 `json:"heap_growth_bytes_per_min"`
 }
 
 type soakSample struct {
 	Seconds   float64 `json:"t_s"`
 	RSSBytes  int64   `json:"rss_bytes"`
-	HeapBytes uint64  `json:"heap_inuse_bytes"`
+	HeapBytes uint64  `json:"heap_live_bytes"`
 }
 
 // soak runs the trivial pipeline for c.duration with c.clients calls in
@@ -147,8 +148,10 @@ func (c *benchCommand) soak(ctx context.Context, bp *benchPipeline, names []stri
 	began := time.Now()
 	sample := func() {
 		var ms runtime.MemStats
+		rss := procStatus("VmRSS")
+		runtime.GC() // what is live, not what awaits collection
 		runtime.ReadMemStats(&ms)
-		sr.Samples = append(sr.Samples, soakSample{Seconds: time.Since(began).Seconds(), RSSBytes: procStatus("VmRSS"), HeapBytes: ms.HeapInuse})
+		sr.Samples = append(sr.Samples, soakSample{Seconds: time.Since(began).Seconds(), RSSBytes: rss, HeapBytes: ms.HeapAlloc})
 		bar.done.Store(int64(time.Since(began).Seconds()))
 	}
 	var next, done, failed atomic.Int64

@@ -184,10 +184,19 @@ func (r *benchReport) compare() {
 		{"bus bytes/task ÷ direct loop sent bytes/task", r.Ratios.BusVsDirectSent, fmt.Sprintf("≤ %.3f (1/batches)", perBatch), r.Ratios.BusVsDirectSent <= perBatch},
 	}
 	if r.Webhook.Runs > 0 {
-		r.Targets = append(r.Targets, benchTarget{fmt.Sprintf("webhook p50 − engine's own p50, ms (%d context rows, %d queries)", r.Webhook.ContextRows, r.Webhook.QueryRows),
+		r.Targets = append(r.Targets, benchTarget{fmt.Sprintf("webhook latency − engine time, p50 ms (%d context rows, %d queries)", r.Webhook.ContextRows, r.Webhook.QueryRows),
 			r.Webhook.OverheadP50Ms, "≤ 50", r.Webhook.OverheadP50Ms <= 50})
 	}
+	if s := r.Soak; s != nil {
+		g := s.RSSSlope / (1 << 20)
+		r.Targets = append(r.Targets, benchTarget{fmt.Sprintf("RSS growth under load, MiB/min (%.0fs soak, after its first fifth)", s.Seconds),
+			g, fmt.Sprintf("≤ %d (steady)", steadyMiBPerMin), g <= steadyMiBPerMin})
+	}
 }
+
+// steadyMiBPerMin is how much RSS may grow under the soak, after its first
+// fifth, and still count as steady.
+const steadyMiBPerMin = 1
 
 func (r *benchReport) medianRound() float64 {
 	v := make([]float64, len(r.Rounds))
@@ -227,7 +236,7 @@ func (r *benchReport) writeTable(w io.Writer) {
 			wh.Runs, wh.ContextRows, wh.QueryRows, wh.TrivialP50Ms, wh.EngineP50Ms, wh.EngineP99Ms, wh.EngineOwnP50Ms, wh.OverheadP50Ms, wh.OverheadP99Ms)
 	}
 	if s := r.Soak; s != nil {
-		fmt.Fprintf(w, "soak %.0fs: %d tasks (%.1f/s, %d failed); RSS %s → %s (max %s), growth after warm-up %+.1f MiB/min RSS, %+.1f MiB/min Go heap\n",
+		fmt.Fprintf(w, "soak %.0fs: %d tasks (%.1f/s, %d failed); RSS %s → %s (max %s), growth after the first fifth %+.1f MiB/min RSS, %+.1f MiB/min live Go heap (embedded NATS included)\n",
 			s.Seconds, s.Tasks, s.TasksPerSec, s.FailedTasks, mib(s.RSSFirst), mib(s.RSSLast), mib(s.RSSMax), s.RSSSlope/(1<<20), s.HeapSlope/(1<<20))
 	}
 	if len(r.Rounds) > 1 {

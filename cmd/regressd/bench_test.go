@@ -79,8 +79,8 @@ func TestBenchJSON(t *testing.T) {
 			t.Errorf("%s=%v, want > 0", key, num(key))
 		}
 	}
-	if targets, _ := rep["targets"].([]any); len(targets) != 4 {
-		t.Errorf("targets=%v, want the four of issue 8", rep["targets"])
+	if targets, _ := rep["targets"].([]any); len(targets) != 5 {
+		t.Errorf("targets=%v, want the five of issue 8", rep["targets"])
 	}
 	if samples, _ := lookup(rep, "soak.samples"); len(samples.([]any)) < 2 {
 		t.Errorf("soak samples=%v", samples)
