@@ -117,9 +117,17 @@ func TestCachedEqualsUncached(t *testing.T) {
 	if got := uncached.MemoryReport().Rung; got != RungNoCache {
 		t.Errorf("cache=false rung = %s, want %s", got, RungNoCache)
 	}
-	// One pass (no_cache) equals the cached multi-batch path too.
+	// One pass (no_cache) equals the cached multi-batch path too; a second
+	// call on the same fit builds the cache and still gives the same bits.
 	one := mustFit(t, "regressd/model-2l", X, y)
 	sameBits(t, "one pass", pc, mustPredict(t, one, Xq))
+	if got := one.MemoryReport().Rung; got != RungNoCache {
+		t.Errorf("one pass rung = %s, want %s", got, RungNoCache)
+	}
+	sameBits(t, "second call", pc, mustPredict(t, one, Xq))
+	if got := one.MemoryReport().Rung; got != RungResidentBF16 {
+		t.Errorf("second call rung = %s, want %s", got, RungResidentBF16)
+	}
 }
 
 // TestDeterministicAcrossGOMAXPROCS: the same request gives the same bits

@@ -187,7 +187,14 @@ func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
 		rep.EstCacheGB = gib(r.estBytes(CacheDTypeBF16))
 	}
 	read := r.computeReader(c.solveChunk)
-	if r.policy.Cache && nq > qc && !c.constant {
+	// A query set of several batches gets a cache; so does a second call on
+	// the same fit (the worker predicts one context batch by batch), and a
+	// cache already built is reused.
+	r.mu.Lock()
+	again := r.calls > 0 || r.cache != nil
+	r.calls++
+	r.mu.Unlock()
+	if r.policy.Cache && (nq > qc || again) {
 		r.mu.Lock()
 		if r.cache == nil {
 			kc, err := r.resolve()

@@ -90,6 +90,7 @@ type Regressor struct {
 
 	mu     sync.Mutex
 	cache  *kvCache
+	calls  int // Predict calls since Fit
 	report MemoryReport
 }
 
@@ -134,6 +135,7 @@ func (r *Regressor) elementsBudget() int64 {
 func (r *Regressor) Fit(X [][]float64, y []float64) error {
 	r.mu.Lock()
 	r.freeCacheLocked()
+	r.calls = 0
 	r.mu.Unlock()
 	r.fit, r.dropped = nil, 0
 	if len(X) == 0 {
