@@ -31,7 +31,7 @@ import (
 type layerStore struct {
 	layer  int
 	vScale [headsPerLayer]float64 // values are stored as v/vScale, |v/vScale| ≤ 1
-	paired [headsPerLayer]bool // solve heads: the value pair is (hi, lo)
+	paired [headsPerLayer]bool    // solve heads: the value pair is (hi, lo)
 	dtype  string
 	rows   int
 	groups int
