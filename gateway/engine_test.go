@@ -171,13 +171,9 @@ func TestPredictAwkwardDataIsNot500(t *testing.T) {
 	// Engine panics on degenerate contexts, reported to the engine's owner;
 	// the server turns them into a 500 and stays up. Remove a name from
 	// here once the engine answers it.
-	knownEnginePanics := map[string]bool{"one row": true, "all cells null": true, "duplicate rows": true}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
 			status, _, out := g.post(t, g.key, b)
-			if status == 500 && knownEnginePanics[name] {
-				t.Skipf("known engine bug: gpu.(*Regressor).Predict panics (slice bounds) on this context; the server answered 500 and kept serving")
-			}
 			if status >= 500 {
 				t.Fatalf("status %d: %v", status, out)
 			}
