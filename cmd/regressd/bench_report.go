@@ -219,9 +219,10 @@ func (r *benchReport) writeTable(w io.Writer) {
 	fmt.Fprintf(w, "%s\n%d measurements × %d series × %d rows, %d features, gap ratio %.2f → %d tasks, %d prediction rows, %.1f batches of ≤%d and %.0f context rows per task; model %s; %d CPUs\n\n",
 		r.Command, c.Measurements, c.Series, c.Rows, c.Features, c.GapRatio, r.Tasks, r.PredictionRows, r.BatchesPerTask, c.BatchSize, r.ContextRowsPerTask, r.Model, r.CPUs)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase                     \trows\trows/s\ttasks/s\tp50 ms\tp99 ms\tbytes/task\tpeak RSS\t")
+	fmt.Fprintln(tw, "phase                     \trows\trows/s\ttasks/s\tp50 ms\tp99 ms\tbytes/task\tpeak RSS\tCPU ms/task\t")
 	line := func(name string, p phaseResult, bytes string) {
-		fmt.Fprintf(tw, "%-26s\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%s\t%s\t\n", name, p.Rows, p.RowsPerSec, p.TasksPerSec, p.LatencyP50Ms, p.LatencyP99Ms, bytes, mib(p.PeakRSSBytes))
+		cpu := fmt.Sprintf("%.1f+%.1f", 1000*p.CPUSeconds/float64(max(p.Tasks, 1)), 1000*p.DBCPUSeconds/float64(max(p.Tasks, 1)))
+		fmt.Fprintf(tw, "%-26s\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t\n", name, p.Rows, p.RowsPerSec, p.TasksPerSec, p.LatencyP50Ms, p.LatencyP99Ms, bytes, mib(p.PeakRSSBytes), cpu)
 	}
 	line("1. raw COPY (write limit)", r.RawCopy, "-")
 	line("1. raw read (read limit)", r.RawRead, "-")
@@ -256,6 +257,7 @@ func (r *benchReport) writeTable(w io.Writer) {
 		fmt.Fprintf(tw, "  %s\t%.3f\t%s\t%s\n", t.Name, t.Value, t.Target, verdict)
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "(CPU ms/task: this process + the private PostgreSQL cluster; 0 for the database with --database-url)")
 	if r.PeakRSSScope != "phase" {
 		fmt.Fprintln(w, "(peak RSS is the process's since start: the kernel refused to reset it between phases)")
 	}
