@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/nats-io/nats.go"
@@ -35,6 +36,10 @@ type Producer struct {
 	obj jetstream.ObjectStore
 	cfg Config
 	log *slog.Logger
+
+	// planning holds the task ids this process is planning: a job delivered
+	// again while its first delivery is still being planned here waits.
+	planning sync.Map
 }
 
 // New binds the context object store.
@@ -72,6 +77,10 @@ func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if job.Schema != schemas.Version || job.TaskID == "" {
 		return bus.Permanent(fmt.Errorf("job schema %q with task id %q is not one this producer reads", job.Schema, job.TaskID))
 	}
+	if _, busy := p.planning.LoadOrStore(job.TaskID, struct{}{}); busy {
+		return fmt.Errorf("task %s is still being planned by an earlier delivery", job.TaskID)
+	}
+	defer p.planning.Delete(job.TaskID)
 	// bus.Consume keeps the message alive while the window is read.
 	if err := p.Plan(ctx, job); err != nil {
 		return err

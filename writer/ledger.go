@@ -99,8 +99,12 @@ func finishBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, ok bo
 }
 
 // settleVerdict records a task that ended in the producer.
+// A verdict never overrides a task that has batches: a job planned twice at
+// once (its first delivery still running when the second came) may end once
+// in batches and once in a verdict ("nothing left to predict"); the batches
+// are the truth, and a task settled by a verdict reopens when batches come.
 func settleVerdict(ctx context.Context, tx pgx.Tx, taskID, status, msg string, code int) error {
-	_, err := tx.Exec(ctx, `UPDATE regressd_tasks SET status = $2, message = $3, code = $4, updated = now() WHERE task_id = $1`, taskID, status, msg, code)
+	_, err := tx.Exec(ctx, `UPDATE regressd_tasks SET status = $2, message = $3, code = $4, updated = now() WHERE task_id = $1 AND batches = 0`, taskID, status, msg, code)
 	return err
 }
 

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regressd/regressd/schemas"
+)
+
+// publishVerdict sends the result a producer sends for a task that ends before the
+// model: no batches, a status and a message.
+func (e *env) publishVerdict(trigger, taskID, status, msg string) {
+	e.t.Helper()
+	meta, _ := json.Marshal(schemas.TaskMeta{TaskID: taskID, Trigger: trigger, Measurement: trigger, Target: "y",
+		Model: defaultModel(), Features: []string{"x1", "x2"}, Start: t0, End: t0.Add(100 * time.Hour),
+		RequestTimeout: schemas.Duration(time.Minute)})
+	e.publishRaw(schemas.SubjectResults+trigger, map[string]string{schemas.HeaderSchema: schemas.Version,
+		schemas.HeaderTask: string(meta), schemas.HeaderBatch: "-1", schemas.HeaderStatus: status,
+		schemas.HeaderMessage: msg, "Regressd-Code": "200"}, nil)
+}
+
+// A job planned twice at once (its first delivery still at work when the
+// server gave it out again) may end once in batches and once in a verdict:
+// the batches are the truth, whichever comes first.
+func TestVerdictNeverOverridesBatches(t *testing.T) {
+	e := startEnv(t)
+	e.makeTable(seriesSpec{table: "vb", start: t0, rows: 100, gapEach: 5})
+	e.createTrigger("vb", "request:vb", args("vb", "predict_batch_size=5"))
+
+	// Batches first, then a late verdict: the task stays a success.
+	_, out := e.engine("vb", window(t0, t0.Add(100*time.Hour)))
+	if result(t, out)["status"] != "success" {
+		t.Fatalf("run: %v", out)
+	}
+	id := out["task_id"].(string)
+	e.publishVerdict("vb", id, schemas.TaskSkipped, "no rows to predict")
+	waitUntil(t, 15*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM regressd_task_batches WHERE task_id = $1 AND batch_no = -1`, id) == 1
+	}, "the late verdict recorded")
+	if n := e.count(`SELECT count(*) FROM regressd_tasks WHERE task_id = $1 AND status = 'success' AND message = ''`, id); n != 1 {
+		t.Fatal("a late verdict overrode a task with batches")
+	}
+	st, body := e.do(http.MethodGet, "/api/v3/engine/vb/tasks/"+id, nil, nil)
+	if st != http.StatusOK || !strings.Contains(string(body), `"status": "success"`) {
+		t.Fatalf("task summary after the late verdict: HTTP %d %s", st, body)
+	}
+
+	// A verdict first, then the batches of the same task: it reopens and
+	// ends as its batches say.
+	e.makeTable(seriesSpec{table: "vr", start: t0, rows: 100, gapEach: 5})
+	const id2 = "t_verdict_then_batches"
+	e.publishVerdict("vr", id2, schemas.TaskFailed, "the job was dead-lettered")
+	waitUntil(t, 15*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM regressd_tasks WHERE task_id = $1 AND status = 'failed'`, id2) == 1
+	}, "the verdict settled the task")
+	job, _ := json.Marshal(schemas.Job{Schema: schemas.Version, TaskID: id2, Trigger: "vr",
+		Args: mustArgs(t, args("vr", "predict_batch_size=5")), Start: t0, End: t0.Add(100 * time.Hour), Origin: "webhook"})
+	e.publishRaw(schemas.SubjectJobs+"vr", map[string]string{schemas.HeaderSchema: schemas.Version, schemas.HeaderTask: id2}, job)
+	waitUntil(t, 30*time.Second, func() bool {
+		return e.count(`SELECT count(*) FROM regressd_tasks WHERE task_id = $1 AND status = 'success' AND batches = 4 AND message = ''`, id2) == 1
+	}, "the task reopened by its batches and succeeded")
+	if n := e.count(`SELECT count(*) FROM vr_regressed`); n != 20 {
+		t.Fatalf("rows=%d, want 20", n)
+	}
+}
