@@ -32,7 +32,7 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream) (*Publisher, erro
 // trigger and window within the dedupe window a no-op: duplicate is true and
 // the task id names the task already under way.
 func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) (taskID string, duplicate bool, err error) {
-	msgID := schemas.JobMsgID(job.Trigger, job.Start, job.End, runID, job.DryRun)
+	msgID := schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID, job.DryRun)
 	job.Schema = schemas.Version
 	job.TaskID = schemas.TaskID(msgID)
 	body, err := json.Marshal(job)

@@ -89,12 +89,18 @@ func TestArrowRoundTripAndRefusals(t *testing.T) {
 
 func TestJobIDs(t *testing.T) {
 	s, e := time.Unix(0, 0), time.Unix(3600, 0)
-	a := JobMsgID("t", s, e, "", false)
-	if a != JobMsgID("t", s.In(time.FixedZone("x", 3600)), e, "", false) {
-		t.Fatal("message id depends on the time zone")
+	args := RunArgs{Measurement: "m", Tags: map[string]string{"host": "a", "dc": "x"}}
+	a := JobMsgID("t", args, s, e, "", false)
+	same := RunArgs{Measurement: "m", Tags: map[string]string{"dc": "x", "host": "a"}}
+	if a != JobMsgID("t", same, s.In(time.FixedZone("x", 3600)), e, "", false) {
+		t.Fatal("message id depends on the time zone or map order")
 	}
-	if a == JobMsgID("t", s, e, "", true) || a == JobMsgID("t", s, e, "r1", false) {
+	if a == JobMsgID("t", args, s, e, "", true) || a == JobMsgID("t", args, s, e, "r1", false) {
 		t.Fatal("dry runs and re-runs must get their own ids")
+	}
+	other := RunArgs{Measurement: "m", Tags: map[string]string{"host": "b", "dc": "x"}}
+	if a == JobMsgID("t", other, s, e, "", false) {
+		t.Fatal("two series over one window must be two jobs")
 	}
 	if TaskID(a) != TaskID(a) || !strings.HasPrefix(TaskID(a), "t_") {
 		t.Fatal("task id not deterministic")

@@ -3,6 +3,7 @@ package schemas
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -53,11 +54,15 @@ func SubjectToken(name string) string {
 	}, name)
 }
 
-// JobMsgID is the deduplication id of a job: the same trigger and window
-// published twice (two schedulers, a retried webhook) is one job. RunID is set
-// only for deliberate re-runs (replay, skip_existing=false re-runs).
-func JobMsgID(trigger string, start, end time.Time, runID string, dryRun bool) string {
-	id := trigger + "|" + start.UTC().Format(time.RFC3339Nano) + "|" + end.UTC().Format(time.RFC3339Nano)
+// JobMsgID is the deduplication id of a job: the same trigger, arguments and
+// window published twice (two schedulers, a retried webhook) is one job. The
+// arguments count because a request body may choose the series (tags) or
+// columns: two series over one window are two jobs. RunID is set only for
+// deliberate re-runs (replay).
+func JobMsgID(trigger string, args RunArgs, start, end time.Time, runID string, dryRun bool) string {
+	a, _ := json.Marshal(args) // map keys marshal sorted: stable
+	sum := sha256.Sum256(a)
+	id := trigger + "|" + hex.EncodeToString(sum[:8]) + "|" + start.UTC().Format(time.RFC3339Nano) + "|" + end.UTC().Format(time.RFC3339Nano)
 	if runID != "" {
 		id += "|" + runID
 	}

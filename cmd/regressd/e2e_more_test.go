@@ -206,3 +206,24 @@ func TestNonLoopbackNeedsTokens(t *testing.T) {
 		t.Fatalf("err=%v", err)
 	}
 }
+
+func TestTwoSeriesOneWindowAreTwoJobs(t *testing.T) {
+	e := startEnv(t)
+	e.makeTable(seriesSpec{table: "two", start: t0, rows: 60, gapEach: 4, tags: map[string]string{"host": "a"}})
+	e.makeTable(seriesSpec{table: "two", start: t0, rows: 60, gapEach: 4, tags: map[string]string{"host": "b"}})
+	// The trigger leaves the series to the request body.
+	e.createTrigger("two", "request:two", "measurement=two,field=y,feature_fields=x1 x2,model="+defaultModel()+",min_history=20")
+	w := window(t0, t0.Add(60*time.Hour))
+	ids := map[string]bool{}
+	for _, host := range []string{"a", "b"} {
+		w["tags"] = map[string]string{"host": host}
+		st, out := e.engine("two", w)
+		if r := result(t, out); st != http.StatusOK || num(r["written"]) != 15 {
+			t.Fatalf("host %s: HTTP %d %v", host, st, out)
+		}
+		ids[out["task_id"].(string)] = true
+	}
+	if len(ids) != 2 || e.count(`SELECT count(DISTINCT host) FROM two_regressed`) != 2 {
+		t.Fatalf("tasks %v: two series over one window must be two jobs", ids)
+	}
+}
