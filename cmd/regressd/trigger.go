@@ -41,7 +41,7 @@ const triggerUsage = `Usage:
 SPEC is request:NAME (run by POST /api/v3/engine/NAME), every:DURATION (every:15m)
 or cron:EXPR (5 fields, or 6 with seconds first).
 ARGS is the comma-separated key=value list; lists are space-separated:
-  measurement=weather,field=temp_max,feature_fields=temp_min wind,model=regressd/model-small
+  measurement=weather,field=temp_max,feature_fields=temp_min wind,model=regressd/model-4l
 Valid keys: %s.
 
 Flags:
