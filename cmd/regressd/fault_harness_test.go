@@ -163,6 +163,7 @@ func (n *natsNode) start() {
 	}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), n.env...)
+	cmd.SysProcAttr = childAttrs()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		n.t.Fatal(err)
@@ -231,6 +232,7 @@ func (p *roleProc) start() {
 	fmt.Fprintf(logf, "=== start %s\n", time.Now().UTC().Format(time.RFC3339Nano))
 	cmd := exec.Command(regressdBinary(p.t), p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
+	cmd.SysProcAttr = childAttrs()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)

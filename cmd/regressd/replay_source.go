@@ -209,4 +209,3 @@ func (c *replayCommand) keySealer(st *stack) (func() (string, error), error) {
 	}
 	return func() (string, error) { return sealer.Seal(key, time.Hour) }, nil
 }
-
