@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -47,6 +48,35 @@ func CheckSchema(t tsdb.Table, a schemas.RunArgs) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TableCheck returns a check for trigger creation: the measurement exists,
+// and the columns named so far fit (a request trigger may leave some to the
+// request body).
+func TableCheck(db *tsdb.DB) func(ctx context.Context, a schemas.RunArgs) error {
+	return func(ctx context.Context, a schemas.RunArgs) error {
+		t, err := db.Describe(ctx, a.Measurement)
+		if errors.Is(err, tsdb.ErrNoTable) {
+			return fmt.Errorf("measurement %q does not exist: create the table first or fix the measurement argument", a.Measurement)
+		}
+		if err != nil {
+			return err
+		}
+		if a.Field == "" {
+			// Check the named columns only; the field comes with the request.
+			a.Field = firstField(t)
+		}
+		return CheckSchema(t, a)
+	}
+}
+
+func firstField(t tsdb.Table) string {
+	for _, c := range t.Columns {
+		if c.Kind == tsdb.KindField {
+			return c.Name
+		}
+	}
+	return ""
 }
 
 func columnList(t tsdb.Table) string {

@@ -51,6 +51,15 @@ func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if s.cfg.Tables != nil {
+		args, _ := ResolveArgs(t.Args, true, s.cfg.Models)
+		if args.Measurement != "" {
+			if err := s.cfg.Tables(r.Context(), args); err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+		}
+	}
 	if err := s.store.Create(r.Context(), t); err != nil {
 		if errors.Is(err, ErrTriggerExists) {
 			writeError(w, http.StatusConflict, err.Error()+"; delete it first or pick another name")

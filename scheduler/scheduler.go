@@ -26,6 +26,10 @@ type Config struct {
 	AuthTokens []string
 	// Models checks model slugs; nil accepts any well-formed slug.
 	Models ModelCheck
+	// Tables checks, when a trigger is created, that the table and the
+	// columns its arguments name exist and fit. nil skips the check (a
+	// scheduler without a database); every run checks again in the producer.
+	Tables TableCheck
 	// Sealer seals the service key for the bus. Required.
 	Sealer *schemas.Sealer
 	// KeyTTL is how long a sealed key opens. Default 1h.

@@ -45,6 +45,10 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // cronParser accepts 5 fields, or 6 with seconds first, and @descriptors.
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
+// TableCheck reports what is wrong with the table a trigger's (partial)
+// arguments name: a missing table, a non-numeric column, a bad tag filter.
+type TableCheck func(ctx context.Context, args schemas.RunArgs) error
+
 // ParsedSpec is a trigger spec taken apart.
 type ParsedSpec struct {
 	Kind     string

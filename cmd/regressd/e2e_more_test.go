@@ -23,10 +23,17 @@ func TestTriggerCommands(t *testing.T) {
 		m := &Main{Stdout: &out, Stderr: &out}
 		return m.Run(context.Background(), append([]string{"trigger", "--server", e.url}, args...))
 	}
-	if err := cli("create", "weather", "--spec", "every:15m", "--args", "measurement=w,field=y,feature_fields=a b,model="+defaultModel()); err != nil {
+	if err := cli("create", "weather", "--spec", "every:15m", "--args", "measurement=w,field=y,feature_fields=x1 x2,model="+defaultModel()); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("create on a missing table: %v", err)
+	}
+	if err := cli("show", "weather"); err == nil {
+		t.Fatal("a refused trigger was stored")
+	}
+	e.makeTable(seriesSpec{table: "w", start: t0, rows: 10})
+	if err := cli("create", "weather", "--spec", "every:15m", "--args", "measurement=w,field=y,feature_fields=x1 x2,model="+defaultModel()); err != nil {
 		t.Fatalf("create: %v: %s", err, out.String())
 	}
-	if err := cli("create", "weather", "--spec", "every:15m", "--args", "measurement=w,field=y,feature_fields=a,model="+defaultModel()); err == nil || !strings.Contains(err.Error(), "already exists") {
+	if err := cli("create", "weather", "--spec", "every:15m", "--args", "measurement=w,field=y,feature_fields=x1,model="+defaultModel()); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Fatalf("duplicate create: %v", err)
 	}
 	err := cli("create", "bad", "--spec", "every:15m", "--args", "measurement=w,field=y,min_history=0,colour=red")
@@ -41,7 +48,7 @@ func TestTriggerCommands(t *testing.T) {
 	if err := cli("disable", "weather"); err != nil {
 		t.Fatal(err)
 	}
-	if err := cli("show", "weather"); err != nil || !strings.Contains(out.String(), "state:    disabled") || !strings.Contains(out.String(), "feature_fields=a b") {
+	if err := cli("show", "weather"); err != nil || !strings.Contains(out.String(), "state:    disabled") || !strings.Contains(out.String(), "feature_fields=x1 x2") {
 		t.Fatalf("show: %v %s", err, out.String())
 	}
 	if err := cli("enable", "weather"); err != nil {
@@ -64,6 +71,7 @@ func TestTriggerCommands(t *testing.T) {
 
 func TestDisabledTriggerRefused(t *testing.T) {
 	e := startEnv(t)
+	e.makeTable(seriesSpec{table: "off", start: t0, rows: 10})
 	e.createTrigger("off", "request:off", args("off", ""))
 	if st, _ := e.do(http.MethodPost, "/api/v3/configure/processing_engine_trigger/disable?trigger_name=off", nil, nil); st != 200 {
 		t.Fatalf("disable: HTTP %d", st)
@@ -183,6 +191,7 @@ func TestTransientGatewayErrorsAreRetried(t *testing.T) {
 func TestBearerAuthorization(t *testing.T) {
 	t.Setenv("REGRESSD_AUTH_TOKENS", "tok-one, tok-two")
 	e := startEnv(t)
+	e.makeTable(seriesSpec{table: "a", start: t0, rows: 10})
 	e.createTriggerWith(map[string]string{"Authorization": "Bearer tok-two"}, "a", "request:a", args("a", ""))
 	for _, h := range []map[string]string{nil, {"Authorization": "Bearer nope"}, {"Authorization": "Api-Key tok-one"}} {
 		st, body := e.do(http.MethodGet, "/api/v3/configure/processing_engine_trigger", h, nil)

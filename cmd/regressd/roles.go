@@ -161,8 +161,12 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 	}
 	models := c.modelCheck()
 	if c.has(roleScheduler) {
+		var tables scheduler.TableCheck
+		if st.pool != nil {
+			tables = producer.TableCheck(tsdb.New(st.pool))
+		}
 		s, err := scheduler.New(ctx, st.js, scheduler.Config{ServiceKey: os.Getenv("SERVICE_API_KEY"), AuthTokens: tokens,
-			Models: models, Sealer: sealer, WaitTimeout: c.waitTimeout, Logger: log.With("role", "scheduler")})
+			Models: models, Tables: tables, Sealer: sealer, WaitTimeout: c.waitTimeout, Logger: log.With("role", "scheduler")})
 		if err != nil {
 			return err
 		}
@@ -228,8 +232,11 @@ func (c *roleCommand) needsBus() bool {
 	return c.has(roleScheduler) || c.has(roleProducer) || c.has(roleWorker) || c.has(roleWriter)
 }
 
+// needsDB: the scheduler uses the database only to check tables when a
+// trigger is created, so it gets one when given --database-url or when it
+// runs beside roles that need one.
 func (c *roleCommand) needsDB() bool {
-	return c.has(roleProducer) || c.has(roleWriter) || c.has(roleGateway)
+	return c.has(roleProducer) || c.has(roleWriter) || c.has(roleGateway) || (c.has(roleScheduler) && c.common.databaseURL != "")
 }
 
 // modelCheck accepts built-in slugs, and any slug when a gateway is configured.
