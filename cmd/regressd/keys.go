@@ -45,23 +45,10 @@ func (c *keysCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprint(c.m.Stderr, keysUsage)
 		fs.PrintDefaults()
 	}
-	// Flags may come before or after the action and name.
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	action, rest, err := parseAction(fs, args)
+	if err != nil {
+		return err
 	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return flag.ErrHelp
-	}
-	action, rest := pos[0], pos[1:]
 	var q gateway.UsageQuery
 	switch action {
 	case "create", "revoke":

@@ -59,23 +59,10 @@ func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.m.Stderr, triggerUsage, strings.Join(scheduler.ValidArgs(), ", "))
 		fs.PrintDefaults()
 	}
-	// Flags may come before or after the action and name.
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+	action, rest, err := parseAction(fs, args)
+	if err != nil {
+		return err
 	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return flag.ErrHelp
-	}
-	action, rest := pos[0], pos[1:]
 	need := func(n int) error {
 		if len(rest) != n {
 			return fmt.Errorf("trigger %s takes %d name argument(s), got %d; run 'regressd trigger -h'", action, n, len(rest))
