@@ -101,7 +101,7 @@ func (c *contextFit) headReduce(hd *head, h int, rv *rowView, d2 []float32, sel 
 		scale := -0.5
 		if hd.spec.kind == kindLocal {
 			copy(sel, d2)
-			h2 := float64(kthSmallest32(sel[:n], min(hd.spec.k, n)-1))
+			h2 := float64(kthSmallest(sel[:n], min(hd.spec.k, n)-1))
 			if h2 <= 0 {
 				h2 = 1e-300
 			}
@@ -175,36 +175,6 @@ func topK(d []float32, k int, buf []int) []int {
 	}
 	sort.Ints(h)
 	return h
-}
-
-// kthSmallest32 returns the k-th smallest (0-based) of a, reordering a.
-func kthSmallest32(a []float32, k int) float32 {
-	lo, hi := 0, len(a)-1
-	for lo < hi {
-		p := a[(lo+hi)/2]
-		i, j := lo, hi
-		for i <= j {
-			for a[i] < p {
-				i++
-			}
-			for a[j] > p {
-				j--
-			}
-			if i <= j {
-				a[i], a[j] = a[j], a[i]
-				i++
-				j--
-			}
-		}
-		if k <= j {
-			hi = j
-		} else if k >= i {
-			lo = i
-		} else {
-			return a[k]
-		}
-	}
-	return a[k]
 }
 
 // forward predicts one batch of standardised query rows zq (nq×f), reading

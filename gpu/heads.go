@@ -223,7 +223,7 @@ func localMean(d2, v []float64, h2 float64, skip int) float64 {
 }
 
 // kthSmallest returns the k-th smallest (0-based) of a, reordering a.
-func kthSmallest(a []float64, k int) float64 {
+func kthSmallest[T float32 | float64](a []T, k int) T {
 	lo, hi := 0, len(a)-1
 	for lo < hi {
 		p := a[(lo+hi)/2]
