@@ -200,3 +200,18 @@ func num(v any) int {
 	f, _ := v.(float64)
 	return int(f)
 }
+
+// answerLikeVendor answers a /predict call the way the vendor's hosted
+// gateway does, predicting 2·x1 − x2 (the synthetic tables' law).
+func answerLikeVendor(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		XTest [][]*float64 `json:"X_test"`
+	}
+	json.NewDecoder(r.Body).Decode(&req)
+	preds := make([]float64, len(req.XTest))
+	for i, row := range req.XTest {
+		preds[i] = *row[0]*2 - *row[1]
+	}
+	json.NewEncoder(w).Encode(map[string]any{"task": "regression", "predictions": preds,
+		"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
+}

@@ -122,16 +122,7 @@ func fakeVendor(t *testing.T, fail func(call int64) int) (*httptest.Server, *ato
 			json.NewEncoder(w).Encode(map[string]string{"error": "injected"})
 			return
 		}
-		var req struct {
-			XTest [][]*float64 `json:"X_test"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		preds := make([]float64, len(req.XTest))
-		for i, row := range req.XTest {
-			preds[i] = *row[0]*2 - *row[1]
-		}
-		json.NewEncoder(w).Encode(map[string]any{"task": "regression", "predictions": preds,
-			"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
+		answerLikeVendor(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &calls
