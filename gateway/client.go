@@ -386,6 +386,8 @@ func appendMatrix(b []byte, m [][]float64) []byte {
 	return append(b, ']')
 }
 
+// appendRow writes row as a JSON array, NaN and ±Inf as null: the wire form
+// of both a request's rows and the server's predictions.
 func appendRow(b []byte, row []float64) []byte {
 	b = append(b, '[')
 	for j, v := range row {

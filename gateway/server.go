@@ -381,17 +381,5 @@ func newRequestID() string {
 type floats []float64
 
 func (f floats) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 2+len(f)*20)
-	b = append(b, '[')
-	for i, v := range f {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			b = append(b, "null"...)
-		} else {
-			b = strconv.AppendFloat(b, v, 'g', -1, 64)
-		}
-	}
-	return append(b, ']'), nil
+	return appendRow(make([]byte, 0, 2+len(f)*20), f), nil
 }
