@@ -102,13 +102,7 @@ func (c *benchCommand) startPipeline(ctx context.Context, st *stack, log *slog.L
 	var wg sync.WaitGroup
 	st.onClose(wg.Wait)
 	for name, run := range map[string]func(context.Context) error{"scheduler": s.Run, "producer": p.Run, "worker": w.Run, "writer": wr.Run} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := run(ctx); err != nil && ctx.Err() == nil {
-				log.Error(name+" stopped", "err", err)
-			}
-		}()
+		spawn(ctx, &wg, log, name, run)
 	}
 	mux := http.NewServeMux()
 	s.Routes(mux)

@@ -150,15 +150,7 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 	mux := http.NewServeMux()
 	var wg sync.WaitGroup
 	st.onClose(wg.Wait)
-	run := func(what string, f func(context.Context) error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(ctx); err != nil && ctx.Err() == nil {
-				log.Error(what+" stopped", "err", err)
-			}
-		}()
-	}
+	run := func(what string, f func(context.Context) error) { spawn(ctx, &wg, log, what, f) }
 	models := c.modelCheck()
 	if c.has(roleScheduler) {
 		var tables scheduler.TableCheck
@@ -351,4 +343,16 @@ func health(mux *http.ServeMux, st *stack) {
 			f(w)
 		}
 	})
+}
+
+// spawn runs f in a goroutine that wg owns, logging an error f returns
+// before ctx ends (after it, stopping is the point).
+func spawn(ctx context.Context, wg *sync.WaitGroup, log *slog.Logger, what string, f func(context.Context) error) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := f(ctx); err != nil && ctx.Err() == nil {
+			log.Error(what+" stopped", "err", err)
+		}
+	}()
 }
