@@ -114,9 +114,9 @@ func BenchmarkAttention(b *testing.B) {
 // and query counts. Fit time is reported separately as fit-s.
 func BenchmarkPredict(b *testing.B) {
 	for _, tc := range []struct{ n, f, q int }{
-		{1000, 8, 1000}, {1000, 32, 1000}, {1000, 8, 10000},
-		{10000, 8, 1000}, {10000, 32, 1000},
-		{100000, 8, 1000},
+		{1000, 8, 1000}, {1000, 32, 1000}, {1000, 8, 10000}, {1000, 32, 10000},
+		{10000, 8, 1000}, {10000, 32, 1000}, {10000, 8, 10000}, {10000, 32, 10000},
+		{100000, 8, 1000}, {100000, 32, 1000}, {100000, 8, 10000}, {100000, 32, 10000},
 	} {
 		b.Run(fmt.Sprintf("ctx=%d/f=%d/q=%d", tc.n, tc.f, tc.q), func(b *testing.B) {
 			t0 := time.Now()
