@@ -46,39 +46,125 @@ const scoreTile = 4
 
 // scores writes, for each query t of the tile, d2s[t][h*n+i]: head h's
 // squared distance from the query (its key slices qks[t], per anchor block)
-// to row i. Each query's sums run in the same order whatever the tile, so
-// the bits do not depend on how queries are grouped.
+// to row i, with the fastest kernel this machine runs.
 func (c *contextFit) scores(rv *rowView, qks [][]float32, d2s [][]float32) {
-	n, w := c.n, c.g*headWidth
-	k := make([]float32, w)
+	c.scoresWith(archKernel, rv, qks, d2s)
+}
+
+// scoresWith is scores on a given kernel. It decodes one anchor block of
+// keys at a time into float32 (small enough to stay in L1) and scores every
+// query of the tile against it. Each query's sums run in the same order
+// whatever the tile and whatever the kernel, so the bits depend on neither.
+func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32, d2s [][]float32) {
+	n, g, w := c.n, c.g, c.g*headWidth
 	s := rv.s
-	for i := range n {
+	nb := (n + anchorBlock - 1) / anchorBlock
+	qs := make([]float32, len(qks)*nb*w)
+	for t, qk := range qks {
+		kern.flush(qs[t*nb*w:(t+1)*nb*w], qk[:nb*w])
+	}
+	k := make([]float32, anchorBlock*w)
+	for lo := 0; lo < n; lo += anchorBlock {
+		hi := min(lo+anchorBlock, n)
+		kb := k[:(hi-lo)*w]
 		if s.dtype == CacheDTypeInt8 {
-			s.getK(i, k)
+			kern.dequant(kb, s.kq[lo*w:hi*w], s.ks[lo*g:hi*g])
 		} else {
-			row := s.kb[i*w : (i+1)*w]
-			for e, b := range row {
-				k[e] = fromBF16(b)
-			}
+			kern.widen(kb, s.kb[lo*w:hi*w])
 		}
-		off := (i / anchorBlock) * w
-		for t, qk := range qks {
-			q := qk[off : off+w]
-			var a0, a1, a2, a3 float32
-			for g := 0; g < w; g += headWidth {
-				kg, qg := k[g:g+headWidth:g+headWidth], q[g:g+headWidth:g+headWidth]
-				d0, d1 := qg[0]-kg[0], qg[1]-kg[1]
-				a0 += d0*d0 + d1*d1
-				d0, d1 = qg[2]-kg[2], qg[3]-kg[3]
-				a1 += d0*d0 + d1*d1
-				d0, d1 = qg[4]-kg[4], qg[5]-kg[5]
-				a2 += d0*d0 + d1*d1
-				d0, d1 = qg[6]-kg[6], qg[7]-kg[7]
-				a3 += d0*d0 + d1*d1
-			}
-			d2 := d2s[t]
-			d2[i], d2[n+i], d2[2*n+i], d2[3*n+i] = a0, a1, a2, a3
+		off := (lo / anchorBlock) * w
+		for t := range qks {
+			q := qs[t*nb*w+off:]
+			kern.score(kb, q[:w], d2s[t], n, lo)
 		}
+	}
+}
+
+// tinyKeyBits is math.Float32bits(0x1p-40). The score pass reads a key or
+// query coordinate below 2⁻⁴⁰ length scales (from features the fit found
+// irrelevant) as 0. Then a difference of two coordinates is 0 or at least
+// 2⁻⁶³, so its square and every sum stay normal floats: subnormal results
+// cost x86 a microcode assist each, about a hundred times a plain multiply.
+const tinyKeyBits = 0x2b800000
+
+// flushTiny is x, or 0 if |x| < 2⁻⁴⁰ (NaN stays NaN).
+func flushTiny(x float32) float32 {
+	if math.Float32bits(x)&0x7fffffff < tinyKeyBits {
+		return 0
+	}
+	return x
+}
+
+// attendKernel is one implementation of the score pass's inner loops. Every
+// implementation gives the same bits as portableKernel (attend_simd_test.go
+// holds them to it), so choosing one is only a matter of speed.
+type attendKernel struct {
+	name string
+	// flush writes flushTiny of every src to dst.
+	flush func(dst, src []float32)
+	// widen writes flushTiny of the float32 value of every bf16 in src to dst.
+	widen func(dst []float32, src []uint16)
+	// dequant writes flushTiny of int8 keys times their headWidth group's
+	// scale to dst.
+	dequant func(dst []float32, q []int8, scale []float32)
+	// score writes, for rows i0, i0+1, … with float32 keys k (row-major,
+	// len(q) each), d2[h*n+i]: head h's squared distance from the query's
+	// key slices q to row i.
+	score func(k, q, d2 []float32, n, i0 int)
+}
+
+// portableKernel is the reference implementation, in plain Go.
+var portableKernel = attendKernel{name: "go", flush: flushGo, widen: widenBF16Go, dequant: dequantInt8Go, score: scoreRowsGo}
+
+func flushGo(dst, src []float32) {
+	dst = dst[:len(src)]
+	for e, x := range src {
+		dst[e] = flushTiny(x)
+	}
+}
+
+func widenBF16Go(dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	for e, b := range src {
+		dst[e] = flushTiny(fromBF16(b))
+	}
+}
+
+// dequantInt8Go is getK's arithmetic over a run of groups.
+func dequantInt8Go(dst []float32, q []int8, scale []float32) {
+	dst, q = dst[:len(scale)*headWidth], q[:len(scale)*headWidth]
+	for g, sc := range scale {
+		for e := range headWidth {
+			dst[g*headWidth+e] = flushTiny(float32(q[g*headWidth+e]) * sc)
+		}
+	}
+}
+
+// scoreRowsGo sums each of the headWidth coordinates' squared differences
+// over the groups in its own accumulator (one vector lane in the SIMD
+// kernels), then adds each head's pair. The float32 conversions keep the
+// compiler from fusing a multiply into the add, which the SIMD kernels do
+// not do either.
+func scoreRowsGo(k, q, d2 []float32, n, i0 int) {
+	w := len(q)
+	for r := range len(k) / w {
+		kr := k[r*w : (r+1)*w]
+		var a0, a1, a2, a3, a4, a5, a6, a7 float32
+		for g := 0; g < w; g += headWidth {
+			kg, qg := kr[g:g+headWidth:g+headWidth], q[g:g+headWidth:g+headWidth]
+			x0, x1, x2, x3 := qg[0]-kg[0], qg[1]-kg[1], qg[2]-kg[2], qg[3]-kg[3]
+			x4, x5, x6, x7 := qg[4]-kg[4], qg[5]-kg[5], qg[6]-kg[6], qg[7]-kg[7]
+			a0 += float32(x0 * x0)
+			a1 += float32(x1 * x1)
+			a2 += float32(x2 * x2)
+			a3 += float32(x3 * x3)
+			a4 += float32(x4 * x4)
+			a5 += float32(x5 * x5)
+			a6 += float32(x6 * x6)
+			a7 += float32(x7 * x7)
+		}
+		i := i0 + r
+		d2[i], d2[n+i], d2[2*n+i], d2[3*n+i] = a0+a1, a2+a3, a4+a5, a6+a7
 	}
 }
 
