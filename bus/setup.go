@@ -18,11 +18,23 @@ type Config struct {
 	// JobsMaxAge is the backfill horizon: how long REGRESS_JOBS keeps jobs for
 	// replay. Default 90 days.
 	JobsMaxAge time.Duration
-	// DuplicateWindow is how long a job's message id dedupes. Default 10 minutes.
+	// DuplicateWindow is how long a message id dedupes (jobs, batches,
+	// results). Default 2 minutes, NATS's own default: it covers a job
+	// published twice by two schedulers or a retried webhook, and a
+	// producer's redelivered job re-publishing its stored plan; past it the
+	// writer's ledger still writes each batch once. Every id is held in the
+	// server's memory for the window.
 	DuplicateWindow time.Duration
-	// ContextTTL is how long a task's context stays in the object store. Default 24h.
+	// ContextTTL bounds how long a task's context and stored plan stay in the
+	// object store. Default 24h. Both are forgotten sooner: the plan once its
+	// job is acked, the context once every batch of its task is written; a
+	// task with failed batches keeps its context this long for 'dlq retry'.
 	ContextTTL time.Duration
-	// TaskTTL is how long task summaries stay in the regress_tasks bucket. Default 7 days.
+	// TaskTTL is how long a task summary stays in the regress_tasks bucket
+	// after its last update. Default 5 minutes: the bucket is the live view
+	// that engine calls wait on, and every key costs server memory; the
+	// writer's ledger in PostgreSQL is the record, which the task endpoint
+	// reads once a summary has expired.
 	TaskTTL time.Duration
 }
 
@@ -34,13 +46,13 @@ func (c *Config) setDefaults() {
 		c.JobsMaxAge = 90 * 24 * time.Hour
 	}
 	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = 10 * time.Minute
+		c.DuplicateWindow = 2 * time.Minute
 	}
 	if c.ContextTTL == 0 {
 		c.ContextTTL = 24 * time.Hour
 	}
 	if c.TaskTTL == 0 {
-		c.TaskTTL = 7 * 24 * time.Hour
+		c.TaskTTL = 5 * time.Minute
 	}
 }
 

@@ -3,6 +3,7 @@ package producer
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -18,70 +18,78 @@ import (
 	"github.com/regressd/regressd/schemas"
 )
 
-// A task's plan (its meta and every query row, in batch order) is stored in
-// the context object store before the first batch is published. A job
+// A task's plan (its meta and every batch, encoded as published) is stored
+// in the context object store before the first batch is published. A job
 // delivered again because the producer died before acking it publishes the
 // stored plan again instead of planning anew: a new plan would see the
 // predictions the first batches already wrote (skip_existing), cut different
 // batches under the same message ids, and JetStream's dedupe would drop them.
-// Re-publishing the same batches is a no-op for those already sent.
+// Re-publishing the same batches is a no-op for those already sent. Once
+// the job is acked the plan is forgotten (bus.Objects.Forget), leaving
+// nothing behind per task.
+//
+// The object's body is the batches' message bodies, each preceded by its
+// length as a uvarint.
 
 // planMetaKey holds the plan's TaskMeta (JSON) in the object's metadata.
 const planMetaKey = "task"
 
-func planName(taskID string) string { return "plan/" + taskID }
-
-// storedPlan returns the plan stored for a task; ok is false when there is none.
-func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.TaskMeta, rec arrow.RecordBatch, ok bool, err error) {
-	res, err := p.obj.Get(ctx, planName(taskID))
+// storedPlan returns the plan stored for a task; info is nil when there is none.
+func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.TaskMeta, bodies [][]byte, info *jetstream.ObjectInfo, err error) {
+	res, err := p.obj.Get(ctx, schemas.PlanObject(taskID))
 	if bus.IsNotFound(err) {
-		return meta, nil, false, nil
+		return meta, nil, nil, nil
 	}
 	if err != nil {
-		return meta, nil, false, fmt.Errorf("read plan: %w", err)
+		return meta, nil, nil, fmt.Errorf("read plan: %w", err)
 	}
 	defer res.Close()
-	info, err := res.Info()
-	if err != nil {
-		return meta, nil, false, fmt.Errorf("read plan: %w", err)
+	if info, err = res.Info(); err != nil {
+		return meta, nil, nil, fmt.Errorf("read plan: %w", err)
 	}
 	if err := json.Unmarshal([]byte(info.Metadata[planMetaKey]), &meta); err != nil {
-		return meta, nil, false, fmt.Errorf("read plan: meta: %w", err)
+		return meta, nil, nil, fmt.Errorf("read plan: meta: %w", err)
 	}
 	body, err := io.ReadAll(res)
 	if err != nil {
-		return meta, nil, false, fmt.Errorf("read plan: %w", err)
+		return meta, nil, nil, fmt.Errorf("read plan: %w", err)
 	}
-	if rec, err = schemas.DecodeRecord(body, schemas.QuerySchema(meta.Features)); err != nil {
-		return meta, nil, false, fmt.Errorf("read plan: %w", err)
+	for len(body) > 0 {
+		n, k := binary.Uvarint(body)
+		if k <= 0 || n > uint64(len(body)-k) {
+			return meta, nil, nil, fmt.Errorf("read plan: malformed after %d batches", len(bodies))
+		}
+		bodies = append(bodies, body[k:k+int(n)])
+		body = body[k+int(n):]
 	}
-	return meta, rec, true, nil
+	if len(bodies) != meta.Batches {
+		return meta, nil, nil, fmt.Errorf("read plan: %d batches stored, meta says %d", len(bodies), meta.Batches)
+	}
+	return meta, bodies, info, nil
 }
 
-// publishPlan stores the plan once, then publishes its batches.
-func (p *Producer) publishPlan(ctx context.Context, meta schemas.TaskMeta, queries arrow.RecordBatch, batchSize int, store bool) error {
-	hdr, err := json.Marshal(meta)
+// storePlan stores a task's batches, encoded as they will be published.
+func (p *Producer) storePlan(ctx context.Context, meta schemas.TaskMeta, hdr []byte, bodies [][]byte) (*jetstream.ObjectInfo, error) {
+	size := 0
+	for _, b := range bodies {
+		size += binary.MaxVarintLen64 + len(b)
+	}
+	buf := make([]byte, 0, size)
+	for _, b := range bodies {
+		buf = binary.AppendUvarint(buf, uint64(len(b)))
+		buf = append(buf, b...)
+	}
+	info, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.PlanObject(meta.TaskID),
+		Metadata: map[string]string{planMetaKey: string(hdr)}}, bytes.NewReader(buf))
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("store plan: %w", err)
 	}
-	if store {
-		body, err := schemas.EncodeRecord(queries)
-		if err != nil {
-			return err
-		}
-		if _, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: planName(meta.TaskID),
-			Metadata: map[string]string{planMetaKey: string(hdr)}}, bytes.NewReader(body)); err != nil {
-			return fmt.Errorf("store plan: %w", err)
-		}
-	}
-	n := int(queries.NumRows())
-	for b, lo := 0, 0; lo < n; b, lo = b+1, lo+batchSize {
-		part := queries.NewSlice(int64(lo), int64(min(lo+batchSize, n)))
-		body, err := schemas.EncodeRecord(part)
-		part.Release()
-		if err != nil {
-			return err
-		}
+	return info, nil
+}
+
+// publishBatches publishes a task's encoded batches in order.
+func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hdr []byte, bodies [][]byte) error {
+	for b, body := range bodies {
 		m := &nats.Msg{Subject: schemas.SubjectBatches + schemas.SubjectToken(meta.Trigger), Data: body, Header: nats.Header{}}
 		m.Header.Set(schemas.HeaderSchema, schemas.Version)
 		m.Header.Set(schemas.HeaderTask, string(hdr))
@@ -93,18 +101,18 @@ func (p *Producer) publishPlan(ctx context.Context, meta schemas.TaskMeta, queri
 	return nil
 }
 
-// resumePlan publishes a stored plan again; done is false when none is stored.
-func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Logger) (done bool, err error) {
-	meta, rec, ok, err := p.storedPlan(ctx, job.TaskID)
-	if err != nil || !ok {
-		return false, err
+// resumePlan publishes a stored plan again; plan is nil when none is stored.
+func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Logger) (plan *jetstream.ObjectInfo, err error) {
+	meta, bodies, info, err := p.storedPlan(ctx, job.TaskID)
+	if err != nil || info == nil || meta.Batches <= 0 {
+		return nil, err
 	}
-	defer rec.Release()
-	if meta.Batches <= 0 || job.Args.PredictBatchSize <= 0 {
-		return false, nil
+	hdr, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
 	}
 	log.Info("job delivered again: publishing its stored plan", "batches", meta.Batches)
-	return true, p.publishPlan(ctx, meta, rec, job.Args.PredictBatchSize, false)
+	return info, p.publishBatches(ctx, meta, hdr, bodies)
 }
 
 // onDeadLetter settles the task of a job that was dead-lettered, so that

@@ -33,7 +33,7 @@ type Config struct {
 type Producer struct {
 	js  jetstream.JetStream
 	db  *tsdb.DB
-	obj jetstream.ObjectStore
+	obj *bus.Objects
 	cfg Config
 	log *slog.Logger
 
@@ -50,9 +50,9 @@ func New(ctx context.Context, js jetstream.JetStream, db *tsdb.DB, cfg Config) (
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	obj, err := js.ObjectStore(ctx, schemas.StoreContext)
+	obj, err := bus.OpenObjects(ctx, js, schemas.StoreContext)
 	if err != nil {
-		return nil, fmt.Errorf("open context store: %w", err)
+		return nil, err
 	}
 	return &Producer{js: js, db: db, obj: obj, cfg: cfg, log: cfg.Logger}, nil
 }
@@ -82,10 +82,20 @@ func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	defer p.planning.Delete(job.TaskID)
 	// bus.Consume keeps the message alive while the window is read.
-	if err := p.Plan(ctx, job); err != nil {
+	plan, err := p.planJob(ctx, job)
+	if err != nil {
 		return err
 	}
-	return msg.DoubleAck(ctx)
+	if err := msg.DoubleAck(ctx); err != nil {
+		return err
+	}
+	// Acked: the job will not come back, and its plan is not needed again.
+	if plan != nil {
+		if err := p.obj.ForgetInfo(ctx, plan); err != nil {
+			p.log.Warn("stored plan not forgotten; it expires with the context store's TTL", "task_id", job.TaskID, "err", err)
+		}
+	}
+	return nil
 }
 
 // verdict is a task that ends in the producer.
@@ -98,44 +108,52 @@ type verdict struct {
 func (v *verdict) Error() string { return v.msg }
 
 // Plan runs the producer's part of one job and publishes its batches, or
-// its verdict when the task ends here. Errors returned are transient.
+// its verdict when the task ends here. Errors returned are transient. The
+// plan it stores stays until its TTL; the consumer forgets it on ack.
 func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
+	_, err := p.planJob(ctx, job)
+	return err
+}
+
+// planJob is Plan, returning the stored plan (nil when the task ended in a
+// verdict).
+func (p *Producer) planJob(ctx context.Context, job schemas.Job) (*jetstream.ObjectInfo, error) {
 	log := p.log.With("task_id", job.TaskID, "trigger", job.Trigger)
 	meta := schemas.TaskMeta{
 		TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement, Target: job.Args.Field,
 		Model: job.Args.Model, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
 		Origin: job.Origin, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
 	}
-	if done, err := p.resumePlan(ctx, job, log); done || err != nil {
-		return err
+	if plan, err := p.resumePlan(ctx, job, log); plan != nil || err != nil {
+		return plan, err
 	}
-	err := p.plan(ctx, job, &meta, log)
+	plan, err := p.plan(ctx, job, &meta, log)
 	var v *verdict
 	if errors.As(err, &v) {
 		log.Info("task ends in the producer", "status", v.status, "reason", v.msg)
-		return p.publishVerdict(ctx, meta, v, "verdict")
+		return nil, p.publishVerdict(ctx, meta, v, "verdict")
 	}
-	return err
+	return plan, err
 }
 
-func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.TaskMeta, log *slog.Logger) error {
+func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.TaskMeta, log *slog.Logger) (*jetstream.ObjectInfo, error) {
 	a := job.Args
 	table, err := p.db.Describe(ctx, a.Measurement)
 	if errors.Is(err, tsdb.ErrNoTable) {
-		return &verdict{schemas.TaskFailed, http.StatusNotFound, fmt.Sprintf("measurement %q does not exist: create the table or fix the trigger's measurement argument", a.Measurement)}
+		return nil, &verdict{schemas.TaskFailed, http.StatusNotFound, fmt.Sprintf("measurement %q does not exist: create the table or fix the trigger's measurement argument", a.Measurement)}
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := CheckSchema(table, a); err != nil {
-		return &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
+		return nil, &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
 	}
 	meta.TagColumns = table.Tags()
 	q := tsdb.WindowQuery{Measurement: a.Measurement, Target: a.Field, Features: a.FeatureFields,
 		TagColumns: meta.TagColumns, Filter: a.Tags, Start: job.Start, End: job.End, Limit: a.MaxReadRows}
 	win, err := p.db.ReadWindow(ctx, q)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer win.Release()
 	w := newWindow(win.Record, len(meta.TagColumns), len(a.FeatureFields))
@@ -145,7 +163,7 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	}
 	series, err := w.series(meta.TagColumns)
 	if err != nil {
-		return &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
+		return nil, &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
 	}
 	meta.Series = series
 	examples, queries := w.split()
@@ -153,7 +171,7 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 		existing, err := p.db.ExistingTimes(ctx, tsdb.Series{Measurement: a.Measurement, Target: a.Field,
 			TagColumns: meta.TagColumns, Tags: series}, job.Start, job.End)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		kept := queries[:0]
 		for _, i := range queries {
@@ -172,45 +190,58 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	meta.ContextRows, meta.QueryRows = len(examples), len(queries)
 	switch {
 	case len(examples) < a.MinHistory:
-		return &verdict{schemas.TaskSkipped, http.StatusOK, fmt.Sprintf("%d rows with a target value in the window, fewer than min_history=%d: the model was not called", len(examples), a.MinHistory)}
+		return nil, &verdict{schemas.TaskSkipped, http.StatusOK, fmt.Sprintf("%d rows with a target value in the window, fewer than min_history=%d: the model was not called", len(examples), a.MinHistory)}
 	case len(queries) == 0:
 		why := "no rows to predict in the window (no row has an empty target with every feature present)"
 		if meta.SkippedExists > 0 {
 			why = fmt.Sprintf("no rows to predict: all %d rows with an empty target already have a prediction (skip_existing=true)", meta.SkippedExists)
 		}
-		return &verdict{schemas.TaskSkipped, http.StatusOK, why}
+		return nil, &verdict{schemas.TaskSkipped, http.StatusOK, why}
 	}
 	ctxRec := w.contextRecord(a.FeatureFields, examples)
-	digest, err := p.putContext(ctx, ctxRec)
+	digest, err := p.putContext(ctx, meta.TaskID, ctxRec)
 	ctxRec.Release()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	meta.ContextDigest = digest
 	meta.Batches = (len(queries) + a.PredictBatchSize - 1) / a.PredictBatchSize
 	log.Info("task planned", "context_rows", meta.ContextRows, "query_rows", meta.QueryRows, "batches", meta.Batches,
 		"skipped_existing", meta.SkippedExists, "read_rows", meta.ReadRows)
-	// One record of every query row, stored as the plan, then cut into batches.
-	return w.queryBatches(a.FeatureFields, queries, len(queries), func(_ int, rec arrow.RecordBatch) error {
-		return p.publishPlan(ctx, *meta, rec, a.PredictBatchSize, true)
+	// Every batch encoded once: stored as the plan, then published.
+	bodies := make([][]byte, 0, meta.Batches)
+	err = w.queryBatches(a.FeatureFields, queries, a.PredictBatchSize, func(_ int, rec arrow.RecordBatch) error {
+		body, err := schemas.EncodeRecord(rec)
+		bodies = append(bodies, body)
+		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	hdr, err := json.Marshal(*meta)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := p.storePlan(ctx, *meta, hdr, bodies)
+	if err != nil {
+		return nil, err
+	}
+	return plan, p.publishBatches(ctx, *meta, hdr, bodies)
 }
 
-// putContext stores the context once by content digest.
-func (p *Producer) putContext(ctx context.Context, rec arrow.RecordBatch) (string, error) {
+// putContext stores the task's context under the task's name and returns
+// its digest, which keys the workers' and the engine's caches: tasks over
+// the same rows share their decoded and fitted contexts.
+func (p *Producer) putContext(ctx context.Context, taskID string, rec arrow.RecordBatch) (string, error) {
 	body, err := schemas.EncodeRecord(rec)
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(body)
-	digest := hex.EncodeToString(sum[:])
-	if _, err := p.obj.GetInfo(ctx, digest); err == nil {
-		return digest, nil
-	}
-	if _, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: digest}, bytes.NewReader(body)); err != nil {
+	if _, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.ContextObject(taskID)}, bytes.NewReader(body)); err != nil {
 		return "", fmt.Errorf("store context: %w", err)
 	}
-	return digest, nil
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // publishVerdict sends a task's final word to the writer as a result with no

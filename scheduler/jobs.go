@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,19 +15,39 @@ import (
 	"github.com/regressd/regressd/schemas"
 )
 
-// Publisher publishes jobs and reads task summaries.
+// TaskLookup reads a task's summary from its durable record (the writer's
+// ledger); ok is false when there is none.
+type TaskLookup func(ctx context.Context, taskID string) (sum schemas.TaskSummary, ok bool, err error)
+
+// Publisher publishes jobs and reads task summaries. Summaries live in the
+// task bucket for its TTL (the live view); older ones come from the lookup,
+// when one is set.
 type Publisher struct {
-	js    jetstream.JetStream
-	tasks jetstream.KeyValue
+	js     jetstream.JetStream
+	tasks  jetstream.KeyValue
+	lookup TaskLookup
+	log    *slog.Logger
+
+	// One watcher of the whole task bucket serves every Wait: a watcher per
+	// call would be a consumer created and deleted on the server per call.
+	watchCtx context.Context
+	mu       sync.Mutex
+	watching bool
+	waiters  map[string]map[chan schemas.TaskSummary]struct{}
 }
 
-// NewPublisher binds the jobs stream and the task bucket.
-func NewPublisher(ctx context.Context, js jetstream.JetStream) (*Publisher, error) {
+// NewPublisher binds the jobs stream and the task bucket. ctx bounds the
+// life of the shared task watcher; lookup may be nil.
+func NewPublisher(ctx context.Context, js jetstream.JetStream, lookup TaskLookup, log *slog.Logger) (*Publisher, error) {
 	kv, err := js.KeyValue(ctx, schemas.BucketTasks)
 	if err != nil {
 		return nil, fmt.Errorf("open task bucket: %w", err)
 	}
-	return &Publisher{js: js, tasks: kv}, nil
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Publisher{js: js, tasks: kv, lookup: lookup, log: log, watchCtx: ctx,
+		waiters: map[string]map[chan schemas.TaskSummary]struct{}{}}, nil
 }
 
 // Publish sends a job. The message id makes a second publish of the same
@@ -53,6 +75,9 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 func (p *Publisher) Task(ctx context.Context, taskID string) (schemas.TaskSummary, bool, error) {
 	e, err := p.tasks.Get(ctx, taskID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		if p.lookup != nil {
+			return p.lookup(ctx, taskID)
+		}
 		return schemas.TaskSummary{}, false, nil
 	}
 	if err != nil {
@@ -68,37 +93,107 @@ func (p *Publisher) Task(ctx context.Context, taskID string) (schemas.TaskSummar
 // Wait blocks until the task reaches a final status or ctx ends, in which
 // case it returns the latest summary seen and ctx's error.
 func (p *Publisher) Wait(ctx context.Context, taskID string) (schemas.TaskSummary, error) {
-	w, err := p.tasks.Watch(ctx, taskID)
-	if err != nil {
-		return schemas.TaskSummary{}, fmt.Errorf("watch task: %w", err)
-	}
-	defer w.Stop()
+	ch := p.subscribe(taskID)
+	defer p.unsubscribe(taskID, ch)
 	var last schemas.TaskSummary
-	// The watcher delivers the current value first, then updates; a periodic
-	// read covers a watcher that missed an update across a reconnect.
+	// Read once after subscribing, as the task may have ended before, and
+	// now and then, which covers a watcher that is restarting.
+	poll := func() bool {
+		s, ok, err := p.Task(ctx, taskID)
+		if err == nil && ok {
+			last = s
+		}
+		return last.Done()
+	}
+	if poll() {
+		return last, nil
+	}
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return last, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return last, errors.New("task watcher closed")
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
-			}
-			if err := json.Unmarshal(e.Value(), &last); err == nil && last.Done() {
+		case last = <-ch:
+			if last.Done() {
 				return last, nil
 			}
 		case <-tick.C:
-			if s, ok, err := p.Task(ctx, taskID); err == nil && ok {
-				last = s
-				if s.Done() {
-					return s, nil
-				}
+			if poll() {
+				return last, nil
 			}
 		}
+	}
+}
+
+// subscribe registers a waiter for a task's summaries, starting the shared
+// watcher if it is not running.
+func (p *Publisher) subscribe(taskID string) chan schemas.TaskSummary {
+	ch := make(chan schemas.TaskSummary, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiters[taskID] == nil {
+		p.waiters[taskID] = map[chan schemas.TaskSummary]struct{}{}
+	}
+	p.waiters[taskID][ch] = struct{}{}
+	if !p.watching && p.watchCtx.Err() == nil {
+		p.watching = true
+		go p.watch()
+	}
+	return ch
+}
+
+func (p *Publisher) unsubscribe(taskID string, ch chan schemas.TaskSummary) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.waiters[taskID], ch)
+	if len(p.waiters[taskID]) == 0 {
+		delete(p.waiters, taskID)
+	}
+}
+
+// watch follows every update of the task bucket and hands each summary to
+// the waiters of its task, newest first: a waiter that has not taken the
+// previous one gets this one instead. It restarts after a failure until the
+// publisher's context ends.
+func (p *Publisher) watch() {
+	defer func() {
+		p.mu.Lock()
+		p.watching = false
+		p.mu.Unlock()
+	}()
+	for p.watchCtx.Err() == nil {
+		w, err := p.tasks.WatchAll(p.watchCtx, jetstream.UpdatesOnly())
+		if err != nil {
+			p.log.Warn("task watcher", "err", err)
+			select {
+			case <-p.watchCtx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for e := range w.Updates() {
+			if e == nil || e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			p.mu.Lock()
+			chans := p.waiters[e.Key()]
+			if len(chans) == 0 {
+				p.mu.Unlock()
+				continue
+			}
+			var s schemas.TaskSummary
+			if json.Unmarshal(e.Value(), &s) == nil {
+				for ch := range chans {
+					select {
+					case <-ch:
+					default:
+					}
+					ch <- s
+				}
+			}
+			p.mu.Unlock()
+		}
+		w.Stop()
 	}
 }

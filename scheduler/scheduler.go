@@ -30,6 +30,9 @@ type Config struct {
 	// columns its arguments name exist and fit. nil skips the check (a
 	// scheduler without a database); every run checks again in the producer.
 	Tables TableCheck
+	// Tasks reads a task's summary from the ledger once the task bucket has
+	// let it expire. nil: tasks are known for the bucket's TTL only.
+	Tasks TaskLookup
 	// Sealer seals the service key for the bus. Required.
 	Sealer *schemas.Sealer
 	// KeyTTL is how long a sealed key opens. Default 1h.
@@ -80,7 +83,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Scheduler, e
 	if err != nil {
 		return nil, err
 	}
-	pub, err := NewPublisher(ctx, js)
+	pub, err := NewPublisher(ctx, js, cfg.Tasks, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

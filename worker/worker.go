@@ -159,7 +159,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 }
 
 func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.RecordBatch) ([]float64, error) {
-	x, y, err := w.context(ctx, meta.ContextDigest, len(meta.Features))
+	x, y, err := w.context(ctx, meta, len(meta.Features))
 	if err != nil {
 		return nil, err
 	}
@@ -193,8 +193,10 @@ func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.R
 	return preds, err
 }
 
-// context loads and decodes a task's context once per worker.
-func (w *Worker) context(ctx context.Context, digest string, nFeatures int) ([][]float64, []float64, error) {
+// context loads and decodes a task's context once per worker; tasks over
+// the same rows (the same digest) share it.
+func (w *Worker) context(ctx context.Context, meta schemas.TaskMeta, nFeatures int) ([][]float64, []float64, error) {
+	digest := meta.ContextDigest
 	w.mu.Lock()
 	lc, ok := w.contexts[digest]
 	if !ok {
@@ -206,7 +208,7 @@ func (w *Worker) context(ctx context.Context, digest string, nFeatures int) ([][
 	}
 	w.mu.Unlock()
 	lc.once.Do(func() {
-		res, err := w.obj.Get(ctx, digest)
+		res, err := w.obj.Get(ctx, schemas.ContextObject(meta.TaskID))
 		if err != nil {
 			if bus.IsNotFound(err) {
 				lc.err = Final(fmt.Errorf("context %s expired from the object store; run the task again", digest[:12]))

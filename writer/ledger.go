@@ -3,11 +3,13 @@ package writer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regressd/regressd/schemas"
 )
@@ -109,6 +111,16 @@ func settleVerdict(ctx context.Context, tx pgx.Tx, taskID, status, msg string, c
 }
 
 // summary reads a task back from the ledger.
+// Summary reads a task's summary from the ledger; ok is false when the
+// ledger has no such task (not started yet, or unknown).
+func Summary(ctx context.Context, pool *pgxpool.Pool, taskID string) (sum schemas.TaskSummary, ok bool, err error) {
+	sum, err = summary(ctx, pool, taskID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sum, false, nil
+	}
+	return sum, err == nil, err
+}
+
 func summary(ctx context.Context, db interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 	Query(context.Context, string, ...any) (pgx.Rows, error)

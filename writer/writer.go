@@ -36,6 +36,7 @@ type Writer struct {
 	js    jetstream.JetStream
 	pool  *pgxpool.Pool
 	tasks jetstream.KeyValue
+	obj   *bus.Objects
 	cfg   Config
 	log   *slog.Logger
 
@@ -64,7 +65,11 @@ func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Co
 	if err != nil {
 		return nil, fmt.Errorf("open task bucket: %w", err)
 	}
-	return &Writer{js: js, pool: pool, tasks: kv, cfg: cfg, log: cfg.Logger, ensured: map[string]bool{},
+	obj, err := bus.OpenObjects(ctx, js, schemas.StoreContext)
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{js: js, pool: pool, tasks: kv, obj: obj, cfg: cfg, log: cfg.Logger, ensured: map[string]bool{},
 		known: map[string]struct{}{}, progress: map[string]time.Time{}}, nil
 }
 
@@ -136,10 +141,27 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := w.apply(ctx, r); err != nil {
 		return err
 	}
-	if err := w.publishSummary(ctx, r.meta.TaskID); err != nil {
+	s, err := w.publishSummary(ctx, r.meta.TaskID)
+	if err != nil {
 		return err
 	}
-	return msg.DoubleAck(ctx)
+	if err := msg.DoubleAck(ctx); err != nil {
+		return err
+	}
+	w.forgetContext(ctx, s)
+	return nil
+}
+
+// forgetContext removes the context of a task that ended with every batch
+// written: no batch of it will run again. A task with failed batches keeps
+// its context until the store's TTL, for 'regressd dlq retry'.
+func (w *Writer) forgetContext(ctx context.Context, s schemas.TaskSummary) {
+	if !s.Done() || s.Batches == 0 || s.BatchesFailed > 0 || s.BatchesDone < s.Batches {
+		return
+	}
+	if err := w.obj.Forget(ctx, schemas.ContextObject(s.TaskID)); err != nil {
+		w.log.Warn("context not forgotten; it expires with the context store's TTL", "task_id", s.TaskID, "err", err)
+	}
 }
 
 // apply commits one result: predictions and ledger in one transaction.
@@ -290,17 +312,17 @@ func (w *Writer) ensure(ctx context.Context, tx pgx.Tx, s tsdb.Series) (string, 
 // seen more of the task, so the final state is never overwritten. A task's
 // final state is always published; its progress at most once per
 // progressEvery by this writer (each publication costs two round trips).
-func (w *Writer) publishSummary(ctx context.Context, taskID string) error {
+func (w *Writer) publishSummary(ctx context.Context, taskID string) (schemas.TaskSummary, error) {
 	s, err := summary(ctx, w.pool, taskID)
 	if err != nil {
-		return err
+		return s, err
 	}
 	if !w.progressDue(taskID, s.Done()) {
-		return nil
+		return s, nil
 	}
 	b, err := json.Marshal(s)
 	if err != nil {
-		return err
+		return s, err
 	}
 	for range 10 {
 		err = w.putSummary(ctx, taskID, s, b)
@@ -316,9 +338,9 @@ func (w *Writer) publishSummary(ctx context.Context, taskID string) error {
 		break
 	}
 	if err != nil {
-		return fmt.Errorf("publish task summary: %w", err)
+		return s, fmt.Errorf("publish task summary: %w", err)
 	}
-	return nil
+	return s, nil
 }
 
 // putSummary stores b unless the stored summary has seen as much of the task.
@@ -370,5 +392,6 @@ func (w *Writer) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
 	if err := w.apply(ctx, r); err != nil {
 		return err
 	}
-	return w.publishSummary(ctx, r.meta.TaskID)
+	_, err = w.publishSummary(ctx, r.meta.TaskID)
+	return err
 }

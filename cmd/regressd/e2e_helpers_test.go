@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/tsdb/pgtest"
 )
 
@@ -214,4 +218,32 @@ func answerLikeVendor(w http.ResponseWriter, r *http.Request) {
 	}
 	json.NewEncoder(w).Encode(map[string]any{"task": "regression", "predictions": preds,
 		"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
+}
+
+// waitObjects waits until the context store holds exactly the named objects
+// of a task (its plan and context are named after it), failing after 10s.
+func (e *env) waitObjects(taskID string, want ...string) {
+	e.t.Helper()
+	ctx := context.Background()
+	obj, err := e.st.js.ObjectStore(ctx, schemas.StoreContext)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		got = got[:0]
+		infos, err := obj.List(ctx)
+		if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+			e.t.Fatal(err)
+		}
+		for _, info := range infos {
+			if strings.HasSuffix(info.Name, "/"+taskID) {
+				got = append(got, info.Name)
+			}
+		}
+		if slices.Equal(got, want) {
+			return
+		}
+	}
+	e.t.Fatalf("objects of task %s: %v, want %v", taskID, got, want)
 }

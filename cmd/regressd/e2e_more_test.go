@@ -84,7 +84,7 @@ func TestDisabledTriggerRefused(t *testing.T) {
 
 func TestSameWindowIsOneJob(t *testing.T) {
 	e := startEnv(t)
-	pub, err := scheduler.NewPublisher(context.Background(), e.st.js)
+	pub, err := scheduler.NewPublisher(context.Background(), e.st.js, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +147,8 @@ func TestPartialKeepsEarlierBatches(t *testing.T) {
 	if got := e.count(`SELECT count(*) FROM p_regressed`); got != 10 {
 		t.Fatalf("rows=%d, want 10", got)
 	}
+	// A failed batch may be retried from the DLQ: its context stays.
+	e.waitObjects(out["task_id"].(string), schemas.ContextObject(out["task_id"].(string)))
 }
 
 func TestAllBatchesFailingIsFailed(t *testing.T) {

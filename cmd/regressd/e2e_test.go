@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/regressd/regressd/schemas"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -71,6 +73,20 @@ func TestWebhookWritesPredictions(t *testing.T) {
 	st, body := e.do(http.MethodGet, "/api/v3/engine/m1/tasks/"+tid, nil, nil)
 	if st != http.StatusOK || !strings.Contains(string(body), `"batches": 5`) {
 		t.Fatalf("task lookup HTTP %d: %s", st, body)
+	}
+	// Every batch written: the task's plan and context are forgotten.
+	e.waitObjects(tid)
+	// Once the live summary has expired, the task endpoint reads the ledger.
+	kv, err := e.st.js.KeyValue(context.Background(), schemas.BucketTasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(context.Background(), tid); err != nil {
+		t.Fatal(err)
+	}
+	st, body = e.do(http.MethodGet, "/api/v3/engine/m1/tasks/"+tid, nil, nil)
+	if st != http.StatusOK || !strings.Contains(string(body), `"batches": 5`) || !strings.Contains(string(body), `"written": 30`) {
+		t.Fatalf("task lookup from the ledger: HTTP %d: %s", st, body)
 	}
 
 	// skip_existing: a second run over more of the window pays for nothing twice.

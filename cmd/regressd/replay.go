@@ -137,7 +137,7 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pub, err := scheduler.NewPublisher(ctx, st.js)
+	pub, err := scheduler.NewPublisher(ctx, st.js, nil, nil)
 	if err != nil {
 		return err
 	}

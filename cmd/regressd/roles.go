@@ -154,11 +154,15 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 	models := c.modelCheck()
 	if c.has(roleScheduler) {
 		var tables scheduler.TableCheck
+		var ledger scheduler.TaskLookup
 		if st.pool != nil {
 			tables = producer.TableCheck(tsdb.New(st.pool))
+			ledger = func(ctx context.Context, id string) (schemas.TaskSummary, bool, error) {
+				return writer.Summary(ctx, st.pool, id)
+			}
 		}
 		s, err := scheduler.New(ctx, st.js, scheduler.Config{ServiceKey: os.Getenv("SERVICE_API_KEY"), AuthTokens: tokens,
-			Models: models, Tables: tables, Sealer: sealer, WaitTimeout: c.waitTimeout, Logger: log.With("role", "scheduler")})
+			Models: models, Tables: tables, Tasks: ledger, Sealer: sealer, WaitTimeout: c.waitTimeout, Logger: log.With("role", "scheduler")})
 		if err != nil {
 			return err
 		}
