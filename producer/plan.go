@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,24 +19,73 @@ import (
 	"github.com/regressd/regressd/schemas"
 )
 
-// A task's plan (its meta and every batch, encoded as published) is stored
-// in the context object store before the first batch is published. A job
-// delivered again because the producer died before acking it publishes the
-// stored plan again instead of planning anew: a new plan would see the
-// predictions the first batches already wrote (skip_existing), cut different
-// batches under the same message ids, and JetStream's dedupe would drop them.
-// Re-publishing the same batches is a no-op for those already sent. Once
-// the job is acked the plan is forgotten (bus.Objects.Forget), leaving
-// nothing behind per task.
+// A task's plan (its meta and the timestamps of every batch's rows) is
+// stored in the context object store before the first batch is published.
+// A job delivered again because the producer died before acking it
+// publishes the stored plan again instead of planning anew: a new plan
+// would see the predictions the first batches already wrote
+// (skip_existing), cut different batches under the same message ids, and
+// JetStream's dedupe would drop them. The window is read again and the
+// batches rebuilt from the stored timestamps; re-publishing a batch already
+// sent is a no-op. Once the job is acked the plan is forgotten
+// (bus.Objects.Forget), leaving nothing behind per task.
 //
-// The object's body is the batches' message bodies, each preceded by its
-// length as a uvarint.
+// The object's body: uvarint batch count, then per batch its row count and
+// its timestamps (µs) as zigzag varint deltas — a few bytes a row.
 
 // planMetaKey holds the plan's TaskMeta (JSON) in the object's metadata.
 const planMetaKey = "task"
 
+// encodePlan writes the timestamps of every batch's rows.
+func encodePlan(w window, batches [][]int) []byte {
+	buf := binary.AppendUvarint(nil, uint64(len(batches)))
+	var prev int64
+	for _, rows := range batches {
+		buf = binary.AppendUvarint(buf, uint64(len(rows)))
+		for _, i := range rows {
+			t := int64(w.times.Value(i))
+			buf = binary.AppendVarint(buf, t-prev)
+			prev = t
+		}
+	}
+	return buf
+}
+
+// decodePlan reads what encodePlan wrote.
+func decodePlan(b []byte) ([][]int64, error) {
+	bad := errors.New("malformed plan")
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, bad
+	}
+	b = b[k:]
+	out := make([][]int64, n)
+	var prev int64
+	for i := range out {
+		m, k := binary.Uvarint(b)
+		if k <= 0 || m > uint64(len(b)) {
+			return nil, bad
+		}
+		b = b[k:]
+		out[i] = make([]int64, m)
+		for j := range out[i] {
+			d, k := binary.Varint(b)
+			if k <= 0 {
+				return nil, bad
+			}
+			b = b[k:]
+			prev += d
+			out[i][j] = prev
+		}
+	}
+	if len(b) != 0 {
+		return nil, bad
+	}
+	return out, nil
+}
+
 // storedPlan returns the plan stored for a task; info is nil when there is none.
-func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.TaskMeta, bodies [][]byte, info *jetstream.ObjectInfo, err error) {
+func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.TaskMeta, batches [][]int64, info *jetstream.ObjectInfo, err error) {
 	res, err := p.obj.Get(ctx, schemas.PlanObject(taskID))
 	if bus.IsNotFound(err) {
 		return meta, nil, nil, nil
@@ -54,42 +104,39 @@ func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.
 	if err != nil {
 		return meta, nil, nil, fmt.Errorf("read plan: %w", err)
 	}
-	for len(body) > 0 {
-		n, k := binary.Uvarint(body)
-		if k <= 0 || n > uint64(len(body)-k) {
-			return meta, nil, nil, fmt.Errorf("read plan: malformed after %d batches", len(bodies))
-		}
-		bodies = append(bodies, body[k:k+int(n)])
-		body = body[k+int(n):]
+	if batches, err = decodePlan(body); err != nil || len(batches) != meta.Batches {
+		return meta, nil, nil, fmt.Errorf("read plan: %d batches for meta's %d: %v", len(batches), meta.Batches, err)
 	}
-	if len(bodies) != meta.Batches {
-		return meta, nil, nil, fmt.Errorf("read plan: %d batches stored, meta says %d", len(bodies), meta.Batches)
-	}
-	return meta, bodies, info, nil
+	return meta, batches, info, nil
 }
 
-// storePlan stores a task's batches, encoded as they will be published.
-func (p *Producer) storePlan(ctx context.Context, meta schemas.TaskMeta, hdr []byte, bodies [][]byte) (*jetstream.ObjectInfo, error) {
-	size := 0
-	for _, b := range bodies {
-		size += binary.MaxVarintLen64 + len(b)
-	}
-	buf := make([]byte, 0, size)
-	for _, b := range bodies {
-		buf = binary.AppendUvarint(buf, uint64(len(b)))
-		buf = append(buf, b...)
+// storePlan stores a task's meta and its batches' timestamps.
+func (p *Producer) storePlan(ctx context.Context, meta schemas.TaskMeta, w window, batches [][]int) (*jetstream.ObjectInfo, error) {
+	hdr, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
 	}
 	info, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.PlanObject(meta.TaskID),
-		Metadata: map[string]string{planMetaKey: string(hdr)}}, bytes.NewReader(buf))
+		Metadata: map[string]string{planMetaKey: string(hdr)}}, bytes.NewReader(encodePlan(w, batches)))
 	if err != nil {
 		return nil, fmt.Errorf("store plan: %w", err)
 	}
 	return info, nil
 }
 
-// publishBatches publishes a task's encoded batches in order.
-func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hdr []byte, bodies [][]byte) error {
-	for b, body := range bodies {
+// publishBatches encodes and publishes a task's batches in order.
+func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, w window, batches [][]int) error {
+	hdr, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	for b, rows := range batches {
+		rec := w.queryRecord(meta.Features, rows)
+		body, err := schemas.EncodeRecord(rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
 		m := &nats.Msg{Subject: schemas.SubjectBatches + schemas.SubjectToken(meta.Trigger), Data: body, Header: nats.Header{}}
 		m.Header.Set(schemas.HeaderSchema, schemas.Version)
 		m.Header.Set(schemas.HeaderTask, string(hdr))
@@ -101,18 +148,37 @@ func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hd
 	return nil
 }
 
-// resumePlan publishes a stored plan again; plan is nil when none is stored.
+// resumePlan publishes a stored plan again, its batches rebuilt from a
+// fresh read of the window; plan is nil when none is stored. A row the
+// source no longer has is left out of its batch.
 func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Logger) (plan *jetstream.ObjectInfo, err error) {
-	meta, bodies, info, err := p.storedPlan(ctx, job.TaskID)
+	meta, stored, info, err := p.storedPlan(ctx, job.TaskID)
 	if err != nil || info == nil || meta.Batches <= 0 {
 		return nil, err
 	}
-	hdr, err := json.Marshal(meta)
+	var read schemas.TaskMeta
+	w, _, release, err := p.readWindow(ctx, job, &read)
 	if err != nil {
-		return nil, err
+		return nil, err // a verdict too: the table changed under a planned task
 	}
-	log.Info("job delivered again: publishing its stored plan", "batches", meta.Batches)
-	return info, p.publishBatches(ctx, meta, hdr, bodies)
+	defer release()
+	at := make(map[int64]int, w.rows())
+	for i := range w.rows() {
+		at[int64(w.times.Value(i))] = i
+	}
+	batches := make([][]int, len(stored))
+	missing := 0
+	for b, times := range stored {
+		for _, t := range times {
+			if i, ok := at[t]; ok {
+				batches[b] = append(batches[b], i)
+			} else {
+				missing++
+			}
+		}
+	}
+	log.Info("job delivered again: publishing its stored plan", "batches", meta.Batches, "rows_gone", missing)
+	return info, p.publishBatches(ctx, meta, w, batches)
 }
 
 // onDeadLetter settles the task of a job that was dead-lettered, so that

@@ -136,29 +136,39 @@ func (p *Producer) planJob(ctx context.Context, job schemas.Job) (*jetstream.Obj
 	return plan, err
 }
 
-func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.TaskMeta, log *slog.Logger) (*jetstream.ObjectInfo, error) {
+// readWindow checks the table against the job's arguments and reads the
+// job's window; meta gains the tag columns. release frees the window.
+func (p *Producer) readWindow(ctx context.Context, job schemas.Job, meta *schemas.TaskMeta) (w window, truncated bool, release func(), err error) {
 	a := job.Args
 	table, err := p.db.Describe(ctx, a.Measurement)
 	if errors.Is(err, tsdb.ErrNoTable) {
-		return nil, &verdict{schemas.TaskFailed, http.StatusNotFound, fmt.Sprintf("measurement %q does not exist: create the table or fix the trigger's measurement argument", a.Measurement)}
+		return w, false, nil, &verdict{schemas.TaskFailed, http.StatusNotFound, fmt.Sprintf("measurement %q does not exist: create the table or fix the trigger's measurement argument", a.Measurement)}
 	}
 	if err != nil {
-		return nil, err
+		return w, false, nil, err
 	}
 	if err := CheckSchema(table, a); err != nil {
-		return nil, &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
+		return w, false, nil, &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
 	}
 	meta.TagColumns = table.Tags()
 	q := tsdb.WindowQuery{Measurement: a.Measurement, Target: a.Field, Features: a.FeatureFields,
 		TagColumns: meta.TagColumns, Filter: a.Tags, Start: job.Start, End: job.End, Limit: a.MaxReadRows}
 	win, err := p.db.ReadWindow(ctx, q)
 	if err != nil {
+		return w, false, nil, err
+	}
+	return newWindow(win.Record, len(meta.TagColumns), len(a.FeatureFields)), win.Truncated, win.Release, nil
+}
+
+func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.TaskMeta, log *slog.Logger) (*jetstream.ObjectInfo, error) {
+	a := job.Args
+	w, truncated, release, err := p.readWindow(ctx, job, meta)
+	if err != nil {
 		return nil, err
 	}
-	defer win.Release()
-	w := newWindow(win.Record, len(meta.TagColumns), len(a.FeatureFields))
-	meta.ReadRows, meta.ReadTruncated = w.rows(), win.Truncated
-	if win.Truncated {
+	defer release()
+	meta.ReadRows, meta.ReadTruncated = w.rows(), truncated
+	if truncated {
 		log.Warn("read cut by max_read_rows; the oldest rows of the window were not read", "max_read_rows", a.MaxReadRows)
 	}
 	series, err := w.series(meta.TagColumns)
@@ -208,25 +218,21 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	meta.Batches = (len(queries) + a.PredictBatchSize - 1) / a.PredictBatchSize
 	log.Info("task planned", "context_rows", meta.ContextRows, "query_rows", meta.QueryRows, "batches", meta.Batches,
 		"skipped_existing", meta.SkippedExists, "read_rows", meta.ReadRows)
-	// Every batch encoded once: stored as the plan, then published.
-	bodies := make([][]byte, 0, meta.Batches)
-	err = w.queryBatches(a.FeatureFields, queries, a.PredictBatchSize, func(_ int, rec arrow.RecordBatch) error {
-		body, err := schemas.EncodeRecord(rec)
-		bodies = append(bodies, body)
-		return err
-	})
+	batches := cut(queries, a.PredictBatchSize)
+	plan, err := p.storePlan(ctx, *meta, w, batches)
 	if err != nil {
 		return nil, err
 	}
-	hdr, err := json.Marshal(*meta)
-	if err != nil {
-		return nil, err
+	return plan, p.publishBatches(ctx, *meta, w, batches)
+}
+
+// cut splits rows into batches of at most size.
+func cut(rows []int, size int) [][]int {
+	out := make([][]int, 0, (len(rows)+size-1)/size)
+	for lo := 0; lo < len(rows); lo += size {
+		out = append(out, rows[lo:min(lo+size, len(rows))])
 	}
-	plan, err := p.storePlan(ctx, *meta, hdr, bodies)
-	if err != nil {
-		return nil, err
-	}
-	return plan, p.publishBatches(ctx, *meta, hdr, bodies)
+	return out
 }
 
 // putContext stores the task's context under the task's name and returns

@@ -144,33 +144,23 @@ func (w window) contextRecord(features []string, rows []int) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-// queryBatches cuts query rows into records of at most size rows, reusing one
-// builder across batches.
-func (w window) queryBatches(features []string, rows []int, size int, emit func(n int, rec arrow.RecordBatch) error) error {
+// queryRecord is the query rows (time and features) as one record.
+func (w window) queryRecord(features []string, rows []int) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schemas.QuerySchema(features))
 	defer b.Release()
-	for n, lo := 0, 0; lo < len(rows); n, lo = n+1, lo+size {
-		part := rows[lo:min(lo+size, len(rows))]
-		tb := b.Field(0).(*array.TimestampBuilder)
-		tb.Reserve(len(part))
-		for _, i := range part {
-			tb.UnsafeAppend(w.times.Value(i))
-		}
-		for j, f := range w.features {
-			fb := b.Field(1 + j).(*array.Float64Builder)
-			fb.Reserve(len(part))
-			for _, i := range part {
-				fb.UnsafeAppend(f.Value(i))
-			}
-		}
-		rec := b.NewRecordBatch()
-		err := emit(n, rec)
-		rec.Release()
-		if err != nil {
-			return err
+	tb := b.Field(0).(*array.TimestampBuilder)
+	tb.Reserve(len(rows))
+	for _, i := range rows {
+		tb.UnsafeAppend(w.times.Value(i))
+	}
+	for j, f := range w.features {
+		fb := b.Field(1 + j).(*array.Float64Builder)
+		fb.Reserve(len(rows))
+		for _, i := range rows {
+			fb.UnsafeAppend(f.Value(i))
 		}
 	}
-	return nil
+	return b.NewRecordBatch()
 }
 
 // sortedKeys is used for stable log output.

@@ -77,7 +77,7 @@ func TestSeries(t *testing.T) {
 	}
 }
 
-func TestQueryBatchesAndContext(t *testing.T) {
+func TestQueryRecordsPlanAndContext(t *testing.T) {
 	n := 25
 	y, a, b, hosts := make([]float64, n), make([]float64, n), make([]float64, n), make([]string, n)
 	for i := range y {
@@ -86,7 +86,8 @@ func TestQueryBatchesAndContext(t *testing.T) {
 	w := buildWindow(t, hosts, y, a, b)
 	rows := []int{0, 3, 5, 7, 9, 11, 13}
 	var sizes []int64
-	err := w.queryBatches([]string{"a", "b"}, rows, 3, func(i int, rec arrow.RecordBatch) error {
+	for i, part := range cut(rows, 3) {
+		rec := w.queryRecord([]string{"a", "b"}, part)
 		if !rec.Schema().Equal(schemas.QuerySchema([]string{"a", "b"})) {
 			t.Fatalf("schema %s", rec.Schema())
 		}
@@ -94,10 +95,18 @@ func TestQueryBatchesAndContext(t *testing.T) {
 		if i == 1 && rec.Column(1).(*array.Float64).Value(0) != 14 {
 			t.Fatalf("batch 1 starts at a=%v, want 14 (row 7)", rec.Column(1).(*array.Float64).Value(0))
 		}
-		return nil
-	})
-	if err != nil || len(sizes) != 3 || sizes[0] != 3 || sizes[2] != 1 {
-		t.Fatalf("batches %v err %v, want 3,3,1", sizes, err)
+		rec.Release()
+	}
+	if len(sizes) != 3 || sizes[0] != 3 || sizes[2] != 1 {
+		t.Fatalf("batches %v, want 3,3,1", sizes)
+	}
+	// The stored plan is every batch's timestamps.
+	plan, err := decodePlan(encodePlan(w, cut(rows, 3)))
+	if err != nil || len(plan) != 3 || len(plan[2]) != 1 || plan[1][0] != int64(w.times.Value(7)) {
+		t.Fatalf("plan %v, %v", plan, err)
+	}
+	if _, err := decodePlan(encodePlan(w, cut(rows, 3))[:5]); err == nil {
+		t.Fatal("a cut plan decoded")
 	}
 	ctx := w.contextRecord([]string{"a", "b"}, []int{2, 4})
 	defer ctx.Release()
