@@ -67,13 +67,13 @@ func claimBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, status
 	return true, nil
 }
 
-// finishBatch adds a batch's outcome to its task and settles the task's
-// status once every batch is in.
-func finishBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, ok bool, rows int, written int64, preview []schemas.Prediction) error {
+// finishBatch adds a batch's outcome to its task, settles the task's
+// status once every batch is in, and returns that status.
+func finishBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, ok bool, rows int, written int64, preview []schemas.Prediction) (string, error) {
 	if preview != nil {
 		b, _ := json.Marshal(preview)
 		if _, err := tx.Exec(ctx, `UPDATE regressd_task_batches SET preview = $3 WHERE task_id = $1 AND batch_no = $2`, taskID, batch, b); err != nil {
-			return err
+			return "", err
 		}
 	}
 	done, failed, remaining := 1, 0, 0
@@ -82,7 +82,8 @@ func finishBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, ok bo
 	}
 	// The batch's written count rides along in the same statement: one round
 	// trip per result fewer.
-	_, err := tx.Exec(ctx, `
+	var status string
+	err := tx.QueryRow(ctx, `
 		WITH b AS (UPDATE regressd_task_batches SET written = $4 WHERE task_id = $1 AND batch_no = $6)
 		UPDATE regressd_tasks SET
 			batches_done = batches_done + $2, batches_failed = batches_failed + $3,
@@ -93,11 +94,12 @@ func finishBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, ok bo
 				WHEN batches_failed + $3 > 0 THEN 'partial'
 				WHEN dry_run THEN 'dry_run'
 				ELSE 'success' END
-		WHERE task_id = $1`, taskID, done, failed, written, remaining, batch)
+		WHERE task_id = $1
+		RETURNING status`, taskID, done, failed, written, remaining, batch).Scan(&status)
 	if err != nil {
-		return fmt.Errorf("ledger task update: %w", err)
+		return "", fmt.Errorf("ledger task update: %w", err)
 	}
-	return nil
+	return status, nil
 }
 
 // settleVerdict records a task that ended in the producer.

@@ -1,12 +1,14 @@
 package writer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +28,9 @@ import (
 
 // Config configures a Writer.
 type Config struct {
-	// Concurrency is the number of results written at once. Default 4.
+	// Concurrency is the number of transactions written at once. Default 4.
+	// Each commits every result that arrived while the previous one ran
+	// (group commit), up to maxGroup.
 	Concurrency int
 	Logger      *slog.Logger
 }
@@ -48,7 +52,25 @@ type Writer struct {
 	knownOrder []string
 	// progress is when this writer last published a running task's summary.
 	progress map[string]time.Time
+	// queue feeds the committers.
+	queue chan *pending
 }
+
+// pending is a decoded result waiting for a committer.
+type pending struct {
+	r    result
+	done chan outcome
+}
+
+// outcome is a result's write: its error, or the task's status after it
+// ("" when unknown: a verdict, or a result written before).
+type outcome struct {
+	status string
+	err    error
+}
+
+// maxGroup bounds the results one transaction commits.
+const maxGroup = 16
 
 // maxKnown bounds the tasks a writer remembers as created.
 const maxKnown = 4096
@@ -70,19 +92,68 @@ func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Co
 		return nil, err
 	}
 	return &Writer{js: js, pool: pool, tasks: kv, obj: obj, cfg: cfg, log: cfg.Logger, ensured: map[string]bool{},
-		known: map[string]struct{}{}, progress: map[string]time.Time{}}, nil
+		known: map[string]struct{}{}, progress: map[string]time.Time{}, queue: make(chan *pending)}, nil
 }
 
-// Run consumes results until ctx ends.
+// Run consumes results until ctx ends. Handlers (maxGroup per committer)
+// decode and queue their results; Concurrency committers each write what
+// is queued in one transaction. A commit pays a WAL flush and two round
+// trips, so results that arrive together share one.
 func (w *Writer) Run(ctx context.Context) error {
+	commit, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop() // after Consume returned: no handler is waiting any more
+	for range w.cfg.Concurrency {
+		go w.commitLoop(commit)
+	}
 	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
 		Stream: schemas.StreamResults, Durable: "writer", Filter: schemas.SubjectResults + ">",
 		// Results hold predictions already paid for: a failing write is
 		// retried (1s … 60s apart) through about 45 minutes of database
 		// trouble before it is dead-lettered and its batch settled as failed.
 		AckWait: bus.DefaultAckWait, MaxDeliver: 50,
-		Concurrency: w.cfg.Concurrency, OnDeadLetter: w.onDeadLetter, Logger: w.log,
+		Concurrency: w.cfg.Concurrency * maxGroup, OnDeadLetter: w.onDeadLetter, Logger: w.log,
 	}, w.handle)
+}
+
+// commitLoop writes queued results a group at a time until ctx ends.
+func (w *Writer) commitLoop(ctx context.Context) {
+	for {
+		var group []*pending
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-w.queue:
+			group = append(group, p)
+		}
+	more:
+		for len(group) < maxGroup {
+			select {
+			case p := <-w.queue:
+				group = append(group, p)
+			default:
+				break more
+			}
+		}
+		for i, o := range w.applyGroup(ctx, group) {
+			group[i].done <- o
+		}
+	}
+}
+
+// write hands a result to a committer and waits for its transaction.
+func (w *Writer) write(ctx context.Context, r result) outcome {
+	p := &pending{r: r, done: make(chan outcome, 1)}
+	select {
+	case w.queue <- p:
+	case <-ctx.Done():
+		return outcome{err: ctx.Err()}
+	}
+	select {
+	case o := <-p.done:
+		return o
+	case <-ctx.Done():
+		return outcome{err: ctx.Err()}
+	}
 }
 
 // result is a decoded result message.
@@ -138,10 +209,11 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	if err := w.apply(ctx, r); err != nil {
-		return err
+	o := w.write(ctx, r)
+	if o.err != nil {
+		return o.err
 	}
-	s, err := w.publishSummary(ctx, r.meta.TaskID)
+	s, err := w.publishSummary(ctx, r.meta.TaskID, o.status)
 	if err != nil {
 		return err
 	}
@@ -164,71 +236,143 @@ func (w *Writer) forgetContext(ctx context.Context, s schemas.TaskSummary) {
 	}
 }
 
-// apply commits one result: predictions and ledger in one transaction.
-func (w *Writer) apply(ctx context.Context, r result) error {
-	log := w.log.With("task_id", r.meta.TaskID, "batch", r.batch)
-	series := tsdb.Series{Measurement: r.meta.Measurement, Target: r.meta.Target, Model: r.meta.Model,
-		TagColumns: r.meta.TagColumns, Tags: r.meta.Series}
-	var ensured string
-	// The task row is created in a statement of its own: inside the
-	// transaction, every other result of the task would wait on its INSERT
-	// until this whole transaction committed. It is idempotent, and a task row
-	// with no batch settled yet is the truth about a running task. Once the
-	// row holds the task's batches, later results need not ask again.
-	if !w.isKnown(r.meta.TaskID) {
-		if err := ensureTask(ctx, w.pool, r.meta); err != nil {
-			return err
-		}
-		if r.meta.Batches > 0 {
-			w.remember(r.meta.TaskID)
+// applyGroup commits a group of results in one transaction, sorting group
+// in place; errs follow the sorted order. When that transaction fails,
+// each result is applied on its own, so one bad result fails alone.
+func (w *Writer) applyGroup(ctx context.Context, group []*pending) []outcome {
+	if len(group) == 1 {
+		return []outcome{w.apply(ctx, group[0].r)}
+	}
+	// One order for every transaction: two groups that share tasks then
+	// lock their ledger rows in the same order and cannot deadlock.
+	slices.SortFunc(group, func(a, b *pending) int {
+		return cmp.Or(strings.Compare(a.r.meta.TaskID, b.r.meta.TaskID), cmp.Compare(a.r.batch, b.r.batch))
+	})
+	for _, p := range group {
+		if err := w.ensureTaskRow(ctx, p.r); err != nil {
+			return w.applyEach(ctx, group)
 		}
 	}
+	out := make([]outcome, len(group))
+	var ensured []string
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		status := r.status
-		if r.batch < 0 {
-			status = "verdict"
-		}
-		fresh, err := claimBatch(ctx, tx, r.meta.TaskID, r.batch, status, r.rows, r.msg)
-		if err != nil || !fresh {
-			if !fresh && err == nil {
-				log.Debug("result already written; redelivery ignored")
-			}
-			return err
-		}
-		if r.batch < 0 {
-			return settleVerdict(ctx, tx, r.meta.TaskID, r.status, r.msg, r.code)
-		}
-		ok := r.status == schemas.BatchOK
-		var written int64
-		var preview []schemas.Prediction
-		switch {
-		case ok && r.meta.DryRun:
-			preview = make([]schemas.Prediction, len(r.points))
-			for i, p := range r.points {
-				preview[i] = schemas.Prediction{Time: p.Time, Value: p.Value}
-			}
-		case ok:
-			if ensured, err = w.ensure(ctx, tx, series); err != nil {
+		for i, p := range group {
+			key, status, err := w.applyIn(ctx, tx, p.r)
+			if err != nil {
 				return err
 			}
-			if written, err = tsdb.WritePredictions(ctx, tx, series, r.points); err != nil {
-				return err
+			out[i].status = status
+			if key != "" {
+				ensured = append(ensured, key)
 			}
 		}
-		log.Debug("result written", "status", r.status, "written", written)
-		return finishBatch(ctx, tx, r.meta.TaskID, r.batch, ok, r.rows, written, preview)
+		return nil
+	})
+	if err != nil {
+		w.log.Debug("group commit failed; writing its results one by one", "results", len(group), "err", err)
+		return w.applyEach(ctx, group)
+	}
+	w.markEnsured(ensured...)
+	return out
+}
+
+func (w *Writer) applyEach(ctx context.Context, group []*pending) []outcome {
+	out := make([]outcome, len(group))
+	for i, p := range group {
+		out[i] = w.apply(ctx, p.r)
+	}
+	return out
+}
+
+// apply commits one result: predictions and ledger in one transaction.
+func (w *Writer) apply(ctx context.Context, r result) outcome {
+	if err := w.ensureTaskRow(ctx, r); err != nil {
+		return outcome{err: err}
+	}
+	var ensured, status string
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		var err error
+		ensured, status, err = w.applyIn(ctx, tx, r)
+		return err
 	})
 	if err == nil && ensured != "" {
-		// Only now: DDL rolled back with a failed transaction must run again.
-		w.mu.Lock()
-		w.ensured[ensured] = true
-		w.mu.Unlock()
+		w.markEnsured(ensured)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
 		w.forget(r.meta.TaskID) // the task row went away: create it again on the retry
 	}
-	return err
+	return outcome{status: status, err: err}
+}
+
+// ensureTaskRow creates the task's ledger row in a statement of its own:
+// inside the transaction, every other result of the task would wait on its
+// INSERT until this whole transaction committed. It is idempotent, and a
+// task row with no batch settled yet is the truth about a running task.
+// Once the row holds the task's batches, later results need not ask again.
+func (w *Writer) ensureTaskRow(ctx context.Context, r result) error {
+	if w.isKnown(r.meta.TaskID) {
+		return nil
+	}
+	if err := ensureTask(ctx, w.pool, r.meta); err != nil {
+		return err
+	}
+	if r.meta.Batches > 0 {
+		w.remember(r.meta.TaskID)
+	}
+	return nil
+}
+
+// applyIn writes one result in tx: its batch claimed, its predictions and
+// its ledger update. It returns the regressed table's key to mark as
+// ensured once tx commits (DDL rolled back with a failed transaction must
+// run again) or "", and the task's status after it when known.
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, r result) (ensured, status string, err error) {
+	log := w.log.With("task_id", r.meta.TaskID, "batch", r.batch)
+	claim := r.status
+	if r.batch < 0 {
+		claim = "verdict"
+	}
+	fresh, err := claimBatch(ctx, tx, r.meta.TaskID, r.batch, claim, r.rows, r.msg)
+	if err != nil || !fresh {
+		if !fresh && err == nil {
+			log.Debug("result already written; redelivery ignored")
+		}
+		return "", "", err
+	}
+	if r.batch < 0 {
+		return "", "", settleVerdict(ctx, tx, r.meta.TaskID, r.status, r.msg, r.code)
+	}
+	ok := r.status == schemas.BatchOK
+	var written int64
+	var preview []schemas.Prediction
+	switch {
+	case ok && r.meta.DryRun:
+		preview = make([]schemas.Prediction, len(r.points))
+		for i, p := range r.points {
+			preview[i] = schemas.Prediction{Time: p.Time, Value: p.Value}
+		}
+	case ok:
+		series := tsdb.Series{Measurement: r.meta.Measurement, Target: r.meta.Target, Model: r.meta.Model,
+			TagColumns: r.meta.TagColumns, Tags: r.meta.Series}
+		if ensured, err = w.ensure(ctx, tx, series); err != nil {
+			return "", "", err
+		}
+		if written, err = tsdb.WritePredictions(ctx, tx, series, r.points); err != nil {
+			return "", "", err
+		}
+	}
+	log.Debug("result written", "status", r.status, "written", written)
+	status, err = finishBatch(ctx, tx, r.meta.TaskID, r.batch, ok, r.rows, written, preview)
+	return ensured, status, err
+}
+
+func (w *Writer) markEnsured(keys ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range keys {
+		w.ensured[k] = true
+	}
 }
 
 // progressEvery spaces the progress summaries of a running task.
@@ -312,12 +456,23 @@ func (w *Writer) ensure(ctx context.Context, tx pgx.Tx, s tsdb.Series) (string, 
 // seen more of the task, so the final state is never overwritten. A task's
 // final state is always published; its progress at most once per
 // progressEvery by this writer (each publication costs two round trips).
-func (w *Writer) publishSummary(ctx context.Context, taskID string) (schemas.TaskSummary, error) {
+// status is the task's status after the result when known: a task known to
+// be running has its ledger read only when its progress is due.
+func (w *Writer) publishSummary(ctx context.Context, taskID, status string) (schemas.TaskSummary, error) {
+	due := false
+	if status == schemas.StatusRunning {
+		// Known to be running: no need to read the ledger unless progress
+		// is due.
+		if !w.progressDue(taskID, false) {
+			return schemas.TaskSummary{TaskID: taskID, Status: status}, nil
+		}
+		due = true
+	}
 	s, err := summary(ctx, w.pool, taskID)
 	if err != nil {
 		return s, err
 	}
-	if !w.progressDue(taskID, s.Done()) {
+	if !due && !w.progressDue(taskID, s.Done()) {
 		return s, nil
 	}
 	b, err := json.Marshal(s)
@@ -389,9 +544,9 @@ func (w *Writer) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
 	}
 	r.rows, _ = strconv.Atoi(dl.Header.Get("Regressd-Rows"))
 	r.msg = "result dead-lettered (see 'regressd dlq list'): " + dl.Reason
-	if err := w.apply(ctx, r); err != nil {
-		return err
+	if o := w.apply(ctx, r); o.err != nil {
+		return o.err
 	}
-	_, err = w.publishSummary(ctx, r.meta.TaskID)
+	_, err = w.publishSummary(ctx, r.meta.TaskID, "")
 	return err
 }
