@@ -1,0 +1,85 @@
+package writer
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/regressd/regressd/bus/bustest"
+	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tsdb"
+	"github.com/regressd/regressd/tsdb/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func okResult(task, measurement string, batch, batches int, t0 time.Time) result {
+	r := result{meta: schemas.TaskMeta{TaskID: task, Trigger: measurement, Measurement: measurement, Target: "y",
+		Model: "regressd/model-2l", Batches: batches, Start: t0, End: t0.Add(time.Hour)},
+		batch: batch, status: schemas.BatchOK, rows: 3}
+	for i := range 3 {
+		r.points = append(r.points, tsdb.Point{Time: t0.Add(time.Duration(10*batch+i) * time.Minute), Value: float64(i)})
+	}
+	return r
+}
+
+// A group is one transaction; when it fails, its results are written one by
+// one, so the bad one fails alone and the others land.
+func TestGroupCommitIsolatesABadResult(t *testing.T) {
+	ctx := context.Background()
+	s := bustest.New(t)
+	pool := pgtest.New(t)
+	w, err := New(ctx, s.JS, pool, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bad_regressed exists with a value column COPY cannot fill.
+	if _, err := pool.Exec(ctx, `CREATE TABLE bad_regressed ("time" timestamptz NOT NULL, value point NOT NULL,
+		model text NOT NULL, source text NOT NULL, target text NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	group := []*pending{
+		{r: okResult("t_b", "good", 1, 2, t0)},
+		{r: okResult("t_bad", "bad", 0, 1, t0)},
+		{r: okResult("t_b", "good", 0, 2, t0)},
+		{r: okResult("t_a", "good", 0, 1, t0.Add(time.Hour))},
+	}
+	out := w.applyGroup(ctx, group)
+	for i, p := range group {
+		bad := p.r.meta.TaskID == "t_bad"
+		if (out[i].err != nil) != bad {
+			t.Errorf("%s batch %d: err %v", p.r.meta.TaskID, p.r.batch, out[i].err)
+		}
+	}
+	var rows, done int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM good_regressed`).Scan(&rows); err != nil || rows != 9 {
+		t.Fatalf("good_regressed holds %d rows (%v), want 9", rows, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM regressd_tasks WHERE status = 'success'`).Scan(&done); err != nil || done != 2 {
+		t.Fatalf("%d tasks succeeded (%v), want t_a and t_b", done, err)
+	}
+	// The group sorted itself: t_b's batches in order, and the statuses
+	// follow it (running after batch 0, success after batch 1).
+	for i, want := range []struct {
+		task   string
+		batch  int
+		status string
+	}{{"t_a", 0, "success"}, {"t_b", 0, "running"}, {"t_b", 1, "success"}} {
+		if p := group[i]; p.r.meta.TaskID != want.task || p.r.batch != want.batch || out[i].status != want.status {
+			t.Errorf("group[%d] = %s/%d %q, want %s/%d %q", i, p.r.meta.TaskID, p.r.batch, out[i].status, want.task, want.batch, want.status)
+		}
+	}
+
+	// The same results again (redelivered): nothing is written twice.
+	again := w.applyGroup(ctx, []*pending{{r: okResult("t_a", "good", 0, 1, t0.Add(time.Hour))}, {r: okResult("t_b", "good", 1, 2, t0)}})
+	for _, o := range again {
+		if o.err != nil || o.status != "" {
+			t.Errorf("redelivery: %+v, want no error and no status", o)
+		}
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM good_regressed`).Scan(&rows); err != nil || rows != 9 {
+		t.Fatalf("after redelivery good_regressed holds %d rows, want 9", rows)
+	}
+}
