@@ -53,14 +53,19 @@ func (c *contextFit) scores(rv *rowView, qks [][]float32, d2s [][]float32) {
 
 // scoresWith is scores on a given kernel. It decodes one anchor block of
 // keys at a time into float32 (small enough to stay in L1) and scores every
-// query of the tile against it, its key slices for the block flushed into
-// a scratch row. Each query's sums run in the same order whatever the tile
-// and whatever the kernel, so the bits depend on neither.
+// query of the tile against it. The queries' key slices are flushed once,
+// whole: flushing each block's slice as it is used is a call per block and
+// query, 30 % slower at 4 groups. Each query's sums run in the same order
+// whatever the tile and whatever the kernel, so the bits depend on neither.
 func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32, d2s [][]float32) {
 	n, g, w := c.n, c.g, c.g*headWidth
 	s := rv.s
+	nb := (n + anchorBlock - 1) / anchorBlock
+	qs := make([]float32, len(qks)*nb*w)
+	for t, qk := range qks {
+		kern.flush(qs[t*nb*w:(t+1)*nb*w], qk[:nb*w])
+	}
 	k := make([]float32, anchorBlock*w)
-	q := make([]float32, w)
 	for lo := 0; lo < n; lo += anchorBlock {
 		hi := min(lo+anchorBlock, n)
 		kb := k[:(hi-lo)*w]
@@ -70,9 +75,9 @@ func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32,
 			kern.widen(kb, s.kb[lo*w:hi*w])
 		}
 		off := (lo / anchorBlock) * w
-		for t, qk := range qks {
-			kern.flush(q, qk[off:off+w])
-			kern.score(kb, q, d2s[t], n, lo)
+		for t := range qks {
+			q := qs[t*nb*w+off:]
+			kern.score(kb, q[:w], d2s[t], n, lo)
 		}
 	}
 }
