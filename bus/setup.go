@@ -31,7 +31,7 @@ type Config struct {
 	// task with failed batches keeps its context this long for 'dlq retry'.
 	ContextTTL time.Duration
 	// TaskTTL is how long a task summary stays in the regress_tasks bucket
-	// after its last update. Default 5 minutes: the bucket is the live view
+	// after its last update. Default 1 minute: the bucket is the live view
 	// that engine calls wait on, and every key costs server memory; the
 	// writer's ledger in PostgreSQL is the record, which the task endpoint
 	// reads once a summary has expired.
@@ -52,7 +52,7 @@ func (c *Config) setDefaults() {
 		c.ContextTTL = 24 * time.Hour
 	}
 	if c.TaskTTL == 0 {
-		c.TaskTTL = 5 * time.Minute
+		c.TaskTTL = time.Minute
 	}
 }
 

@@ -173,11 +173,9 @@ func (s *Scheduler) apply(ctx context.Context, c *cron.Cron, e jetstream.KeyValu
 // comes makes that tick a skip, counted.
 func (s *Scheduler) fire(ctx context.Context, name string, args schemas.RunArgs, fireTime time.Time, running *atomic.Pointer[string]) {
 	if prev := running.Load(); prev != nil {
-		if sum, ok, err := s.pub.Task(ctx, *prev); err == nil && (!ok || !sum.Done()) {
-			s.TicksSkipped.Add(1)
-			s.log.Info("tick skipped: previous run still in progress", "trigger", name, "task_id", *prev)
-			return
-		}
+		s.TicksSkipped.Add(1)
+		s.log.Info("tick skipped: previous run still in progress", "trigger", name, "task_id", *prev)
+		return
 	}
 	s.TicksFired.Add(1)
 	start, end, _ := ResolveWindow(nil, nil, time.Duration(args.Window), fireTime)
@@ -186,7 +184,15 @@ func (s *Scheduler) fire(ctx context.Context, name string, args schemas.RunArgs,
 		s.log.Error("scheduled run not queued", "trigger", name, "err", err)
 		return
 	}
+	// The run is under way until its summary says it ended: watched here,
+	// as it happens, rather than read at the next tick, when a short-lived
+	// summary may have expired.
 	running.Store(&taskID)
+	go func() {
+		if _, err := s.pub.Wait(ctx, taskID); err == nil {
+			running.CompareAndSwap(&taskID, nil)
+		}
+	}()
 }
 
 // fireTime is the scheduled time of the tick being run, so that two

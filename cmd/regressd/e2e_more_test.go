@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -227,5 +228,35 @@ func TestTwoSeriesOneWindowAreTwoJobs(t *testing.T) {
 	}
 	if len(ids) != 2 || e.count(`SELECT count(DISTINCT host) FROM two_regressed`) != 2 {
 		t.Fatalf("tasks %v: two series over one window must be two jobs", ids)
+	}
+}
+
+// A schedule's tick while its previous run is still under way is skipped;
+// once that run ends, the next tick fires.
+func TestScheduleSkipsTicksWhileARunIsUnderWay(t *testing.T) {
+	t.Setenv("SERVICE_API_KEY", "test-key")
+	vendor, _ := fakeVendor(t, func(int64) int { time.Sleep(2500 * time.Millisecond); return 0 })
+	e := startEnv(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+	now := time.Now().UTC()
+	e.makeTable(seriesSpec{table: "slow", start: now.Add(-100 * time.Hour), rows: 100, gapEach: 5})
+	e.createTrigger("slow", "every:1s", argsModel("slow", "vendor/model-x", "window=10d,skip_existing=false"))
+	finished := func() int {
+		return e.count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'slow' AND status <> 'running'`)
+	}
+	for deadline := time.Now().Add(60 * time.Second); finished() < 2 && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if n := finished(); n < 2 {
+		t.Fatalf("%d scheduled runs finished, want at least 2", n)
+	}
+	_, body := e.do(http.MethodGet, "/metrics", nil, nil)
+	var skipped int
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "regressd_schedule_ticks_skipped_total "); ok {
+			skipped, _ = strconv.Atoi(v)
+		}
+	}
+	if skipped == 0 {
+		t.Fatalf("no tick skipped while 2.5 s runs overlapped 1 s ticks:\n%s", body)
 	}
 }
