@@ -110,13 +110,9 @@ func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.
 	return meta, batches, info, nil
 }
 
-// storePlan stores a task's meta and its batches' timestamps.
-func (p *Producer) storePlan(ctx context.Context, meta schemas.TaskMeta, w window, batches [][]int) (*jetstream.ObjectInfo, error) {
-	hdr, err := json.Marshal(meta)
-	if err != nil {
-		return nil, err
-	}
-	info, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.PlanObject(meta.TaskID),
+// storePlan stores a task's meta (hdr, its JSON) and its batches' timestamps.
+func (p *Producer) storePlan(ctx context.Context, taskID string, hdr []byte, w window, batches [][]int) (*jetstream.ObjectInfo, error) {
+	info, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.PlanObject(taskID),
 		Metadata: map[string]string{planMetaKey: string(hdr)}}, bytes.NewReader(encodePlan(w, batches)))
 	if err != nil {
 		return nil, fmt.Errorf("store plan: %w", err)
@@ -124,12 +120,9 @@ func (p *Producer) storePlan(ctx context.Context, meta schemas.TaskMeta, w windo
 	return info, nil
 }
 
-// publishBatches encodes and publishes a task's batches in order.
-func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, w window, batches [][]int) error {
-	hdr, err := json.Marshal(meta)
-	if err != nil {
-		return err
-	}
+// publishBatches encodes and publishes a task's batches in order; hdr is
+// the meta's JSON, every batch's task header.
+func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hdr []byte, w window, batches [][]int) error {
 	for b, rows := range batches {
 		rec := w.queryRecord(meta.Features, rows)
 		body, err := schemas.EncodeRecord(rec)
@@ -150,7 +143,8 @@ func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, w 
 
 // resumePlan publishes a stored plan again, its batches rebuilt from a
 // fresh read of the window; plan is nil when none is stored. A row the
-// source no longer has is left out of its batch.
+// source no longer has is left out of its batch. A table that no longer
+// fits the job is a verdict, as when planning.
 func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Logger) (plan *jetstream.ObjectInfo, err error) {
 	meta, stored, info, err := p.storedPlan(ctx, job.TaskID)
 	if err != nil || info == nil || meta.Batches <= 0 {
@@ -159,7 +153,7 @@ func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Lo
 	var read schemas.TaskMeta
 	w, _, release, err := p.readWindow(ctx, job, &read)
 	if err != nil {
-		return nil, err // a verdict too: the table changed under a planned task
+		return nil, err
 	}
 	defer release()
 	at := make(map[int64]int, w.rows())
@@ -177,8 +171,12 @@ func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Lo
 			}
 		}
 	}
+	hdr, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
 	log.Info("job delivered again: publishing its stored plan", "batches", meta.Batches, "rows_gone", missing)
-	return info, p.publishBatches(ctx, meta, w, batches)
+	return info, p.publishBatches(ctx, meta, hdr, w, batches)
 }
 
 // onDeadLetter settles the task of a job that was dead-lettered, so that

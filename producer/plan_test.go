@@ -140,4 +140,24 @@ func TestRedeliveredJobPublishesItsFirstPlan(t *testing.T) {
 			}
 		}
 	}
+
+	// The table lost a feature under the planned task: delivered again,
+	// the job ends in a verdict, as planning would, not in retries.
+	if _, err := pool.Exec(ctx, `ALTER TABLE m DROP COLUMN x`); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Plan(ctx, job); err != nil {
+		t.Fatalf("redelivery on a changed table: %v, want a verdict", err)
+	}
+	str, err := s.JS.Stream(ctx, schemas.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := str.GetLastMsgForSubject(ctx, schemas.SubjectResults+"m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.Header.Get(schemas.HeaderBatch) != "-1" || raw.Header.Get(schemas.HeaderStatus) != schemas.TaskFailed {
+		t.Fatalf("result batch %q status %q, want the verdict (-1, failed)", raw.Header.Get(schemas.HeaderBatch), raw.Header.Get(schemas.HeaderStatus))
+	}
 }

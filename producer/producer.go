@@ -124,10 +124,10 @@ func (p *Producer) planJob(ctx context.Context, job schemas.Job) (*jetstream.Obj
 		Model: job.Args.Model, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
 		Origin: job.Origin, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
 	}
-	if plan, err := p.resumePlan(ctx, job, log); plan != nil || err != nil {
-		return plan, err
+	plan, err := p.resumePlan(ctx, job, log)
+	if plan == nil && err == nil {
+		plan, err = p.plan(ctx, job, &meta, log)
 	}
-	plan, err := p.plan(ctx, job, &meta, log)
 	var v *verdict
 	if errors.As(err, &v) {
 		log.Info("task ends in the producer", "status", v.status, "reason", v.msg)
@@ -219,11 +219,15 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	log.Info("task planned", "context_rows", meta.ContextRows, "query_rows", meta.QueryRows, "batches", meta.Batches,
 		"skipped_existing", meta.SkippedExists, "read_rows", meta.ReadRows)
 	batches := cut(queries, a.PredictBatchSize)
-	plan, err := p.storePlan(ctx, *meta, w, batches)
+	hdr, err := json.Marshal(*meta)
 	if err != nil {
 		return nil, err
 	}
-	return plan, p.publishBatches(ctx, *meta, w, batches)
+	plan, err := p.storePlan(ctx, meta.TaskID, hdr, w, batches)
+	if err != nil {
+		return nil, err
+	}
+	return plan, p.publishBatches(ctx, *meta, hdr, w, batches)
 }
 
 // cut splits rows into batches of at most size.
