@@ -237,8 +237,8 @@ func (w *Writer) forgetContext(ctx context.Context, s schemas.TaskSummary) {
 }
 
 // applyGroup commits a group of results in one transaction, sorting group
-// in place; errs follow the sorted order. When that transaction fails,
-// each result is applied on its own, so one bad result fails alone.
+// in place; the outcomes follow the sorted order. When that transaction
+// fails, each result is applied on its own, so one bad result fails alone.
 func (w *Writer) applyGroup(ctx context.Context, group []*pending) []outcome {
 	if len(group) == 1 {
 		return []outcome{w.apply(ctx, group[0].r)}
@@ -248,20 +248,56 @@ func (w *Writer) applyGroup(ctx context.Context, group []*pending) []outcome {
 	slices.SortFunc(group, func(a, b *pending) int {
 		return cmp.Or(strings.Compare(a.r.meta.TaskID, b.r.meta.TaskID), cmp.Compare(a.r.batch, b.r.batch))
 	})
-	for _, p := range group {
-		if err := w.ensureTaskRow(ctx, p.r); err != nil {
-			return w.applyEach(ctx, group)
+	rs := make([]result, len(group))
+	for i, p := range group {
+		rs[i] = p.r
+	}
+	statuses, err := w.commit(ctx, rs)
+	if err != nil {
+		w.log.Debug("group commit failed; writing its results one by one", "results", len(group), "err", err)
+		out := make([]outcome, len(group))
+		for i, p := range group {
+			out[i] = w.apply(ctx, p.r)
 		}
+		return out
 	}
 	out := make([]outcome, len(group))
+	for i, st := range statuses {
+		out[i].status = st
+	}
+	return out
+}
+
+// apply commits one result: predictions and ledger in one transaction.
+func (w *Writer) apply(ctx context.Context, r result) outcome {
+	statuses, err := w.commit(ctx, []result{r})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
+		w.forget(r.meta.TaskID) // the task row went away: create it again on the retry
+	}
+	if err != nil {
+		return outcome{err: err}
+	}
+	return outcome{status: statuses[0]}
+}
+
+// commit writes results in one transaction, after their tasks' ledger rows,
+// and returns each task's status after its result.
+func (w *Writer) commit(ctx context.Context, rs []result) ([]string, error) {
+	for _, r := range rs {
+		if err := w.ensureTaskRow(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	statuses := make([]string, len(rs))
 	var ensured []string
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		for i, p := range group {
-			key, status, err := w.applyIn(ctx, tx, p.r)
+		for i, r := range rs {
+			key, status, err := w.applyIn(ctx, tx, r)
 			if err != nil {
 				return err
 			}
-			out[i].status = status
+			statuses[i] = status
 			if key != "" {
 				ensured = append(ensured, key)
 			}
@@ -269,40 +305,10 @@ func (w *Writer) applyGroup(ctx context.Context, group []*pending) []outcome {
 		return nil
 	})
 	if err != nil {
-		w.log.Debug("group commit failed; writing its results one by one", "results", len(group), "err", err)
-		return w.applyEach(ctx, group)
+		return nil, err
 	}
-	w.markEnsured(ensured...)
-	return out
-}
-
-func (w *Writer) applyEach(ctx context.Context, group []*pending) []outcome {
-	out := make([]outcome, len(group))
-	for i, p := range group {
-		out[i] = w.apply(ctx, p.r)
-	}
-	return out
-}
-
-// apply commits one result: predictions and ledger in one transaction.
-func (w *Writer) apply(ctx context.Context, r result) outcome {
-	if err := w.ensureTaskRow(ctx, r); err != nil {
-		return outcome{err: err}
-	}
-	var ensured, status string
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		var err error
-		ensured, status, err = w.applyIn(ctx, tx, r)
-		return err
-	})
-	if err == nil && ensured != "" {
-		w.markEnsured(ensured)
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
-		w.forget(r.meta.TaskID) // the task row went away: create it again on the retry
-	}
-	return outcome{status: status, err: err}
+	w.markEnsured(ensured...) // only now: DDL rolled back with a failed transaction must run again
+	return statuses, nil
 }
 
 // ensureTaskRow creates the task's ledger row in a statement of its own:
