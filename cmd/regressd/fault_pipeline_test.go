@@ -22,6 +22,7 @@ import (
 
 	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/scheduler"
+	"github.com/regressd/regressd/schemas"
 )
 
 // pipeline is a regressd deployment of role processes sharing one NATS and
@@ -358,6 +359,21 @@ func sameAsReference(t *testing.T, pool *pgxpool.Pool, load faultLoad, ref map[s
 }
 
 // connect opens a test client on the pipeline's NATS.
+// stage prepares a fault run on natsURL and dbURL: the streams with the
+// given replicas, the ledger schema, the load's table and triggers, and a
+// pipeline of role processes (none started yet).
+func stage(t *testing.T, load faultLoad, model, natsURL, dbURL string, replicas int) (jetstream.JetStream, *pgxpool.Pool, *pipeline) {
+	t.Helper()
+	js := connect(t, natsURL)
+	ensureStreams(t, js, replicas)
+	pool := newPool(t, dbURL)
+	if err := schemas.Migrate(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	load.setup(t, pool, js, model, "")
+	return js, pool, newPipeline(t, natsURL, dbURL)
+}
+
 func connect(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))

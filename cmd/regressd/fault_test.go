@@ -88,12 +88,7 @@ func TestKillRolesMidTask(t *testing.T) {
 	model, flags := faultPredictor(t)
 	ref := reference(t, load, model, "", flags...)
 
-	natsURL, dbURL := embeddedNATS(t), pgtest.URL(t)
-	js := connect(t, natsURL)
-	ensureStreams(t, js, 1)
-	pool := newPool(t, dbURL)
-	load.setup(t, pool, js, model, "")
-	pl := newPipeline(t, natsURL, dbURL)
+	_, pool, pl := stage(t, load, model, embeddedNATS(t), pgtest.URL(t), 1)
 	pl.standard(flags...)
 	pl.startAll()
 
@@ -155,12 +150,7 @@ func TestNATSRestartMidRun(t *testing.T) {
 	ref := reference(t, load, model, "", flags...)
 
 	nodes := startNATS(t, 1)
-	dbURL := pgtest.URL(t)
-	js := connect(t, nodes[0].url())
-	ensureStreams(t, js, 1)
-	pool := newPool(t, dbURL)
-	load.setup(t, pool, js, model, "")
-	pl := newPipeline(t, nodes[0].url(), dbURL)
+	_, pool, pl := stage(t, load, model, nodes[0].url(), pgtest.URL(t), 1)
 	pl.standard(flags...)
 	pl.startAll()
 
@@ -213,15 +203,7 @@ func TestPostgresRestartMidWrite(t *testing.T) {
 	proxy := newProxy(t, fmt.Sprintf("127.0.0.1:%d", cl.Port()))
 	dbURL := fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", pgcluster.Role, proxy.port(), pgcluster.Database)
 
-	natsURL := embeddedNATS(t)
-	js := connect(t, natsURL)
-	ensureStreams(t, js, 1)
-	pool := newPool(t, dbURL)
-	if err := schemas.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	load.setup(t, pool, js, model, "")
-	pl := newPipeline(t, natsURL, dbURL)
+	_, pool, pl := stage(t, load, model, embeddedNATS(t), dbURL, 1)
 	pl.standard(flags...)
 	pl.startAll()
 
@@ -276,12 +258,7 @@ func TestClusterNodeLoss(t *testing.T) {
 		urls[i] = n.url()
 	}
 	natsURL := strings.Join(urls, ",")
-	js := connect(t, natsURL)
-	ensureStreams(t, js, 3)
-	dbURL := pgtest.URL(t)
-	pool := newPool(t, dbURL)
-	load.setup(t, pool, js, model, "")
-	pl := newPipeline(t, natsURL, dbURL)
+	js, pool, pl := stage(t, load, model, natsURL, pgtest.URL(t), 3)
 	pl.standard(append(flags, "--replicas", "3")...)
 	pl.startAll()
 

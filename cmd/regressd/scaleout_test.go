@@ -41,12 +41,7 @@ func TestScaleOut(t *testing.T) {
 	model, flags := faultPredictor(t)
 	ref := reference(t, load, model, "", flags...)
 
-	natsURL, dbURL := embeddedNATS(t), pgtest.URL(t)
-	js := connect(t, natsURL)
-	ensureStreams(t, js, 1)
-	pool := newPool(t, dbURL)
-	load.setup(t, pool, js, model, "")
-	pl := newPipeline(t, natsURL, dbURL)
+	_, pool, pl := stage(t, load, model, embeddedNATS(t), pgtest.URL(t), 1)
 	pl.add("scheduler", "scheduler", flags...)
 	pl.add("producer", "producer", flags...)
 	for _, name := range []string{"worker-1", "worker-2"} {
