@@ -128,54 +128,46 @@ func (s *layerStore) putV(i int, v []float32) {
 }
 
 // getK writes row i's dequantised key vectors into k.
-func (s *layerStore) getK(i int, k []float32) {
-	w := s.groups * headWidth
-	if s.dtype == CacheDTypeInt8 {
-		for g := range s.groups {
-			o := i*w + g*headWidth
-			ks := s.ks[i*s.groups+g]
-			for e := range headWidth {
-				k[g*headWidth+e] = float32(s.kq[o+e]) * ks
-			}
-		}
-		return
-	}
-	for e := range w {
-		k[e] = fromBF16(s.kb[i*w+e])
-	}
-}
+func (s *layerStore) getK(i int, k []float32) { s.decodeRow(i, s.kq, s.ks, s.kb, k) }
 
 // getV writes row i's dequantised value vectors into v; for paired heads the
 // value channel holds hi+lo and the second channel 1.
 func (s *layerStore) getV(i int, v []float32) {
+	s.decodeRow(i, s.vq, s.vs, s.vb, v)
+	w := s.groups * headWidth
+	for g := range s.groups {
+		for h, p := range s.paired {
+			if !p {
+				continue
+			}
+			o := g*headWidth + 2*h
+			if s.dtype == CacheDTypeInt8 {
+				q := s.vq[i*w+o:]
+				v[o] = (float32(q[0]) + float32(q[1])/127) * s.vs[i*s.groups+g]
+			} else {
+				v[o] += v[o+1]
+			}
+			v[o+1] = 1
+		}
+	}
+}
+
+// decodeRow writes row i of one side of the store — int8 codes q with
+// their per-group scales sc, or bf16 b — as float32 into dst.
+func (s *layerStore) decodeRow(i int, q []int8, sc []float32, b []uint16, dst []float32) {
 	w := s.groups * headWidth
 	if s.dtype == CacheDTypeInt8 {
 		for g := range s.groups {
 			o := i*w + g*headWidth
-			vs := s.vs[i*s.groups+g]
+			scale := sc[i*s.groups+g]
 			for e := range headWidth {
-				v[g*headWidth+e] = float32(s.vq[o+e]) * vs
-			}
-			for h, p := range s.paired {
-				if p {
-					v[g*headWidth+2*h] = (float32(s.vq[o+2*h]) + float32(s.vq[o+2*h+1])/127) * vs
-					v[g*headWidth+2*h+1] = 1
-				}
+				dst[g*headWidth+e] = float32(q[o+e]) * scale
 			}
 		}
 		return
 	}
 	for e := range w {
-		v[e] = fromBF16(s.vb[i*w+e])
-	}
-	for g := range s.groups {
-		for h, p := range s.paired {
-			if p {
-				o := g*headWidth + 2*h
-				v[o] += v[o+1]
-				v[o+1] = 1
-			}
-		}
+		dst[e] = fromBF16(b[i*w+e])
 	}
 }
 
