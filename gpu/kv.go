@@ -285,18 +285,23 @@ func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, ch
 // rowKeys writes row i's float32 key vectors for layer l.
 func (c *contextFit) rowKeys(l, i int, k []float32) {
 	f := c.f
-	zi := c.z[i*f : (i+1)*f]
-	a := c.anchors[(i/anchorBlock)*f : (i/anchorBlock+1)*f]
+	c.keysAt(l, c.z[i*f:(i+1)*f], c.anchors[(i/anchorBlock)*f:(i/anchorBlock+1)*f], k)
+}
+
+// keysAt writes the key vectors (groups × E) of the point x relative to the
+// anchor a for layer l: the one formula for context rows and queries.
+func (c *contextFit) keysAt(l int, x, a []float64, k []float32) {
+	f := c.f
 	for g := range c.g {
 		for h := range c.layers[l] {
 			hd := &c.layers[l][h]
 			for cc := range 2 {
 				d := 2*g + cc
-				var x float32
+				var v float32
 				if d < f {
-					x = clampKey((zi[d] - a[d]) * hd.inv[d])
+					v = clampKey((x[d] - a[d]) * hd.inv[d])
 				}
-				k[g*headWidth+2*h+cc] = x
+				k[g*headWidth+2*h+cc] = v
 			}
 		}
 	}
@@ -316,23 +321,9 @@ func (c *contextFit) rowValues(s *layerStore, vals [headsPerLayer][]float64, i i
 // qk[b][g][2h+c], the same formula as the context keys.
 func (c *contextFit) queryKeys(l int, x []float64, qk []float32) {
 	f := c.f
-	nb := len(c.anchors) / f
 	w := c.g * headWidth
-	for b := range nb {
-		a := c.anchors[b*f : (b+1)*f]
-		for g := range c.g {
-			for h := range c.layers[l] {
-				hd := &c.layers[l][h]
-				for cc := range 2 {
-					d := 2*g + cc
-					var q float32
-					if d < f {
-						q = clampKey((x[d] - a[d]) * hd.inv[d])
-					}
-					qk[b*w+g*headWidth+2*h+cc] = q
-				}
-			}
-		}
+	for b := range len(c.anchors) / f {
+		c.keysAt(l, x, c.anchors[b*f:(b+1)*f], qk[b*w:(b+1)*w])
 	}
 }
 
