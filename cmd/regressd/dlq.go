@@ -198,35 +198,16 @@ func readDLQ(ctx context.Context, js jetstream.JetStream, filter string, keep fu
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", schemas.StreamDLQ, err)
 	}
-	info, err := cons.Info(ctx)
+	var out []deadLetterEntry
+	err = bus.ReadAll(ctx, cons, func(msg jetstream.Msg, meta *jetstream.MsgMetadata) bool {
+		e := entryOf(meta.Sequence.Stream, meta.Timestamp, msg.Subject(), msg.Headers(), len(msg.Data()))
+		if keep == nil || keep(e) {
+			out = append(out, e)
+		}
+		return true
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", schemas.StreamDLQ, err)
-	}
-	var out []deadLetterEntry
-	for left := info.NumPending; left > 0; {
-		batch, err := cons.Fetch(int(min(left, 256)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", schemas.StreamDLQ, err)
-		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			meta, err := msg.Metadata()
-			if err != nil {
-				continue
-			}
-			left = meta.NumPending
-			e := entryOf(meta.Sequence.Stream, meta.Timestamp, msg.Subject(), msg.Headers(), len(msg.Data()))
-			if keep == nil || keep(e) {
-				out = append(out, e)
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return nil, fmt.Errorf("read %s: %w", schemas.StreamDLQ, err)
-		}
-		if got == 0 {
-			break // removed meanwhile
-		}
 	}
 	return out, nil
 }

@@ -3,16 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
 )
@@ -71,10 +70,6 @@ func (c *replayCommand) fromHistory(ctx context.Context, js jetstream.JetStream,
 	if err != nil {
 		return nil, "", fmt.Errorf("read %s: %w", schemas.StreamJobs, err)
 	}
-	ci, err := cons.Info(ctx)
-	if err != nil {
-		return nil, "", fmt.Errorf("read %s: %w", schemas.StreamJobs, err)
-	}
 	var trig *scheduler.Trigger
 	var current schemas.RunArgs
 	if c.currentArgs {
@@ -83,40 +78,24 @@ func (c *replayCommand) fromHistory(ctx context.Context, js jetstream.JetStream,
 		}
 	}
 	latest := map[string]*replayJob{}
-	for left := ci.NumPending; left > 0; {
-		batch, err := cons.Fetch(int(min(left, 256)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, "", fmt.Errorf("read %s: %w", schemas.StreamJobs, err)
+	err = bus.ReadAll(ctx, cons, func(msg jetstream.Msg, meta *jetstream.MsgMetadata) bool {
+		if meta.Sequence.Stream > last || (!until.IsZero() && !meta.Timestamp.Before(until)) {
+			return false // past what was there at the start, or past --until
 		}
-		got, done := 0, false
-		for msg := range batch.Messages() {
-			got++
-			meta, err := msg.Metadata()
-			if err != nil {
-				continue
-			}
-			left = meta.NumPending
-			if meta.Sequence.Stream > last || (!until.IsZero() && !meta.Timestamp.Before(until)) {
-				done = true
-				continue
-			}
-			var job schemas.Job
-			if json.Unmarshal(msg.Data(), &job) != nil || job.Schema != schemas.Version || job.DryRun || !job.Start.Before(job.End) {
-				continue // not a job that wrote anything, or not one we can read
-			}
-			if trig != nil {
-				job.Args = current
-			}
-			argKey, _ := json.Marshal(job.Args)
-			key := job.Start.UTC().String() + "|" + job.End.UTC().String() + "|" + string(argKey)
-			latest[key] = &replayJob{job: job, seq: meta.Sequence.Stream}
+		var job schemas.Job
+		if json.Unmarshal(msg.Data(), &job) != nil || job.Schema != schemas.Version || job.DryRun || !job.Start.Before(job.End) {
+			return true // not a job that wrote anything, or not one we can read
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return nil, "", fmt.Errorf("read %s: %w", schemas.StreamJobs, err)
+		if trig != nil {
+			job.Args = current
 		}
-		if got == 0 || done {
-			break
-		}
+		argKey, _ := json.Marshal(job.Args)
+		key := job.Start.UTC().String() + "|" + job.End.UTC().String() + "|" + string(argKey)
+		latest[key] = &replayJob{job: job, seq: meta.Sequence.Stream}
+		return true
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("read %s: %w", schemas.StreamJobs, err)
 	}
 	jobs := make([]*replayJob, 0, len(latest))
 	for _, j := range latest {
