@@ -150,17 +150,23 @@ type gpFitConfig struct {
 	refineIters int
 }
 
-// fitGPTheta runs L-BFGS from theta (updated in place) on a fixed subsample
-// of at most maxRows rows and returns the final objective.
-func fitGPTheta(z []float64, n, f int, y []float64, maxRows, iters int, theta []float64) (float64, bool) {
+// sampleRows copies at most maxRows rows spread over the context (see
+// spreadSample) and their targets; m is how many.
+func sampleRows(z []float64, n, f int, y []float64, maxRows int) (zs, ys []float64, m int) {
 	rows := spreadSample(n, maxRows)
-	m := len(rows)
-	zs := make([]float64, m*f)
-	ys := make([]float64, m)
+	m = len(rows)
+	zs, ys = make([]float64, m*f), make([]float64, m)
 	for k, i := range rows {
 		copy(zs[k*f:(k+1)*f], z[i*f:(i+1)*f])
 		ys[k] = y[i]
 	}
+	return zs, ys, m
+}
+
+// fitGPTheta runs L-BFGS from theta (updated in place) on a fixed subsample
+// of at most maxRows rows and returns the final objective.
+func fitGPTheta(z []float64, n, f int, y []float64, maxRows, iters int, theta []float64) (float64, bool) {
+	zs, ys, m := sampleRows(z, n, f, y, maxRows)
 	return lbfgs(func(t []float64) (float64, []float64, bool) {
 		return gpObjective(zs, m, f, ys, t)
 	}, theta, iters, func(t []float64) { clampTheta(t, f) })
@@ -294,14 +300,7 @@ func lbfgs(fn func([]float64) (float64, []float64, bool), x []float64, iters int
 // fitGPIso fits a GP with one length scale shared by every feature: three
 // hyperparameters, so it overfits a small context less than the ARD fit.
 func fitGPIso(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
-	rows := spreadSample(n, c.rows)
-	m := len(rows)
-	zs := make([]float64, m*f)
-	ys := make([]float64, m)
-	for k, i := range rows {
-		copy(zs[k*f:(k+1)*f], z[i*f:(i+1)*f])
-		ys[k] = y[i]
-	}
+	zs, ys, m := sampleRows(z, n, f, y, c.rows)
 	obj := func(t []float64) (float64, []float64, bool) {
 		full := make([]float64, f+2)
 		for d := range f {

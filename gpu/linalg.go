@@ -106,6 +106,26 @@ func invLowerT(l []float64, n int) []float64 {
 	return xt
 }
 
+// gram returns XᵀX for the n×w row-major X, as a dense symmetric w×w
+// matrix (the lower triangle summed row by row, then mirrored).
+func gram(x []float64, n, w int) []float64 {
+	g := make([]float64, w*w)
+	for i := range n {
+		r := x[i*w : (i+1)*w]
+		for a := range w {
+			for b := 0; b <= a; b++ {
+				g[a*w+b] += r[a] * r[b]
+			}
+		}
+	}
+	for a := range w {
+		for b := 0; b < a; b++ {
+			g[b*w+a] = g[a*w+b]
+		}
+	}
+	return g
+}
+
 // invDiag returns diag((L·Lᵀ)⁻¹): the squared norms of the columns of L⁻¹.
 func invDiag(xt []float64, n int) []float64 {
 	d := make([]float64, n)

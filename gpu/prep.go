@@ -159,20 +159,9 @@ func (pp *prep) standardise(raw []float64, n int) []float64 {
 
 // fitProjection keeps the leading principal axes of the standardised columns.
 func (pp *prep) fitProjection(z []float64, n, w int) {
-	cov := make([]float64, w*w)
-	for i := range n {
-		r := z[i*w : (i+1)*w]
-		for a := range w {
-			for b := 0; b <= a; b++ {
-				cov[a*w+b] += r[a] * r[b]
-			}
-		}
-	}
-	for a := range w {
-		for b := 0; b <= a; b++ {
-			cov[a*w+b] /= float64(n)
-			cov[b*w+a] = cov[a*w+b]
-		}
+	cov := gram(z, n, w)
+	for e := range cov {
+		cov[e] /= float64(n)
 	}
 	vals, vecs := symEigen(cov, w)
 	var tot float64

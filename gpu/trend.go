@@ -58,20 +58,7 @@ func fitTrend(z []float64, n, f int, y []float64) (*trend, []float64, []float64)
 			copy(phi[i*p:], buf)
 		}
 		// Eigen-decompose ΦᵀΦ once; every ridge strength is then cheap.
-		g := make([]float64, p*p)
-		for i := range n {
-			r := phi[i*p : (i+1)*p]
-			for a := range p {
-				for b := 0; b <= a; b++ {
-					g[a*p+b] += r[a] * r[b]
-				}
-			}
-		}
-		for a := range p {
-			for b := 0; b < a; b++ {
-				g[b*p+a] = g[a*p+b]
-			}
-		}
+		g := gram(phi, n, p)
 		vals, vecs := symEigen(g, p)
 		u := make([]float64, n*p) // Φ·v_k
 		for i := range n {
