@@ -77,20 +77,9 @@ func (c *dlqCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprint(c.m.Stderr, dlqUsage)
 		fs.PrintDefaults()
 	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(pos) == 0 {
-		fs.Usage()
-		return flag.ErrHelp
+	action, rest, err := parseAction(fs, args)
+	if err != nil {
+		return err
 	}
 	filter := schemas.SubjectDLQ + ">"
 	if *stream != "" {
@@ -100,7 +89,6 @@ func (c *dlqCommand) Run(ctx context.Context, args []string) error {
 		}
 		filter = schemas.SubjectDLQ + strings.ToLower(name) + ".>"
 	}
-	action, rest := pos[0], pos[1:]
 	seqs, err := parseSeqs(rest)
 	if err != nil {
 		return err
