@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -44,16 +45,11 @@ func (s Series) tagArgs() []any {
 }
 
 // ExistingTimes returns the times in [start, end) that already have a
-// prediction for the series from any model. A missing output table means none.
+// prediction for the series from any model. A missing output table means
+// none, and so does one without a tag column the source has now (it
+// predates the column).
 func (db *DB) ExistingTimes(ctx context.Context, s Series, start, end time.Time) (map[int64]struct{}, error) {
 	out := map[int64]struct{}{}
-	var exists bool
-	if err := db.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, pgx.Identifier{RegressedName(s.Measurement)}.Sanitize()).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("look up existing predictions: %w", err)
-	}
-	if !exists {
-		return out, nil
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `SELECT "time" FROM %s WHERE source = $1 AND target = $2 AND "time" >= $3 AND "time" < $4`,
 		pgx.Identifier{RegressedName(s.Measurement)}.Sanitize())
@@ -63,20 +59,28 @@ func (db *DB) ExistingTimes(ctx context.Context, s Series, start, end time.Time)
 		fmt.Fprintf(&b, " AND %s IS NOT DISTINCT FROM $%d", pgx.Identifier{s.TagColumns[i]}.Sanitize(), len(args))
 	}
 	rows, err := db.pool.Query(ctx, b.String(), args...)
-	if err != nil {
-		// A table without one of today's tag columns predates them: treat as none.
-		return out, nil
-	}
-	defer rows.Close()
-	for rows.Next() {
+	if err == nil {
 		var t time.Time
-		if err := rows.Scan(&t); err != nil {
-			return nil, fmt.Errorf("look up existing predictions: %w", err)
-		}
-		out[t.UnixMicro()] = struct{}{}
+		_, err = pgx.ForEachRow(rows, []any{&t}, func() error {
+			out[t.UnixMicro()] = struct{}{}
+			return nil
+		})
 	}
-	return out, rows.Err()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == undefinedTable || pgErr.Code == undefinedColumn) {
+		return map[int64]struct{}{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up existing predictions: %w", err)
+	}
+	return out, nil
 }
+
+// SQLSTATEs of a missing table or column.
+const (
+	undefinedTable  = "42P01"
+	undefinedColumn = "42703"
+)
 
 // identityIndex names the unique index for a tag set, so a new tag set gets a
 // new index and the old one (over fewer columns) is dropped.
@@ -152,54 +156,112 @@ type Point struct {
 
 // WritePredictions writes points for the series inside tx; writing a point
 // again replaces its value. It returns the number of rows written.
+func WritePredictions(ctx context.Context, tx pgx.Tx, s Series, points []Point) (int64, error) {
+	n, err := WriteGroup(ctx, tx, []Write{{s, points}})
+	if err != nil {
+		return 0, err
+	}
+	return n[0], nil
+}
+
+// Write is one series' points.
+type Write struct {
+	Series Series
+	Points []Point
+}
+
+// WriteGroup writes several series' points inside tx (WritePredictions for
+// each) and returns the rows written for each.
 //
 // Most writes are of points not there yet (skip_existing drops the others
 // before the model is called), so the points are first COPYed straight into
-// the table, under a savepoint: the write limit of the table. A point that is
-// there already (a re-run, a timestamp twice in one batch) fails that COPY on
-// the identity index; the savepoint then undoes it and the points are
-// upserted instead: COPY into a per-session staging table, then one
+// the table, under a savepoint: the write limit of the table. The writes
+// into one table with one tag set share that COPY. A point that is there
+// already (a re-run, a timestamp twice) fails the COPY on the identity
+// index; the savepoint then undoes it and the writes are upserted one by
+// one instead: COPY into a per-session staging table, then one
 // INSERT … ON CONFLICT.
-func WritePredictions(ctx context.Context, tx pgx.Tx, s Series, points []Point) (int64, error) {
-	if len(points) == 0 {
-		return 0, nil
+func WriteGroup(ctx context.Context, tx pgx.Tx, ws []Write) ([]int64, error) {
+	out := make([]int64, len(ws))
+	taken := make([]bool, len(ws))
+	for i := range ws {
+		if taken[i] {
+			continue
+		}
+		var same []int
+		for j := i; j < len(ws); j++ {
+			if !taken[j] && sameTable(ws[i].Series, ws[j].Series) {
+				same, taken[j] = append(same, j), true
+			}
+		}
+		copyErr := copyNew(ctx, tx, ws, same)
+		var pgErr *pgconn.PgError
+		if copyErr != nil && (!errors.As(copyErr, &pgErr) || pgErr.Code != uniqueViolation) {
+			return nil, copyErr
+		}
+		for _, j := range same {
+			if copyErr == nil {
+				out[j] = int64(len(ws[j].Points))
+				continue
+			}
+			n, err := upsert(ctx, tx, ws[j].Series, ws[j].Points)
+			if err != nil {
+				return nil, err
+			}
+			out[j] = n
+		}
 	}
-	n, err := copyNew(ctx, tx, s, points)
-	var pgErr *pgconn.PgError
-	if err == nil || !errors.As(err, &pgErr) || pgErr.Code != uniqueViolation {
-		return n, err
-	}
-	return upsert(ctx, tx, s, points)
+	return out, nil
+}
+
+// sameTable reports whether two series are written into one table with the
+// same columns.
+func sameTable(a, b Series) bool {
+	return a.Measurement == b.Measurement && slices.Equal(a.TagColumns, b.TagColumns)
 }
 
 // uniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
 const uniqueViolation = "23505"
 
-// copyNew COPYs points into the regressed table under a savepoint, which a
-// failure rolls back. A savepoint that was not needed is left to the commit
-// (releasing it would cost a round trip for nothing).
-func copyNew(ctx context.Context, tx pgx.Tx, s Series, points []Point) (int64, error) {
-	if _, err := tx.Exec(ctx, `SAVEPOINT regressd_copy`); err != nil {
-		return 0, fmt.Errorf("write predictions: %w", err)
+// copyNew COPYs the points of ws[which] (one table, one tag set) into the
+// regressed table under a savepoint, which a failure rolls back. A savepoint
+// that was not needed is left to the commit (releasing it would cost a
+// round trip for nothing).
+func copyNew(ctx context.Context, tx pgx.Tx, ws []Write, which []int) error {
+	total := 0
+	for _, j := range which {
+		total += len(ws[j].Points)
 	}
+	if total == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SAVEPOINT regressd_copy`); err != nil {
+		return fmt.Errorf("write predictions: %w", err)
+	}
+	s := ws[which[0]].Series
 	cols := append([]string{"time", "value", "model", "source", "target"}, s.TagColumns...)
-	row := append([]any{nil, nil, s.Model, s.Measurement, s.Target}, s.tagArgs()...)
-	i := 0
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{RegressedName(s.Measurement)}, cols, pgx.CopyFromFunc(func() ([]any, error) {
-		if i == len(points) {
-			return nil, nil
+	var row []any
+	k, i := -1, 0 // ws[which[k]].Points[i] is the next point
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{RegressedName(s.Measurement)}, cols, pgx.CopyFromFunc(func() ([]any, error) {
+		for k < 0 || i == len(ws[which[k]].Points) {
+			if k++; k == len(which) {
+				return nil, nil
+			}
+			w := ws[which[k]].Series
+			row, i = append([]any{nil, nil, w.Model, w.Measurement, w.Target}, w.tagArgs()...), 0
 		}
-		row[0], row[1] = points[i].Time, points[i].Value
+		p := ws[which[k]].Points[i]
+		row[0], row[1] = p.Time, p.Value
 		i++
 		return row, nil
 	}))
 	if err != nil {
 		if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT regressd_copy`); rerr != nil {
-			return 0, fmt.Errorf("copy predictions: %w (and rolling back: %v)", err, rerr)
+			return fmt.Errorf("copy predictions: %w (and rolling back: %v)", err, rerr)
 		}
-		return 0, fmt.Errorf("copy predictions: %w", err)
+		return fmt.Errorf("copy predictions: %w", err)
 	}
-	return n, nil
+	return nil
 }
 
 // upsert writes points that may exist: COPY into a per-session staging
