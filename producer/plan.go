@@ -3,14 +3,15 @@ package producer
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -20,21 +21,26 @@ import (
 )
 
 // A task's plan (its meta and the timestamps of every batch's rows) is
-// stored in the context object store before the first batch is published.
-// A job delivered again because the producer died before acking it
-// publishes the stored plan again instead of planning anew: a new plan
-// would see the predictions the first batches already wrote
+// stored with its context, in the context object's metadata, before the
+// first batch is published. A job delivered again because the producer died
+// before acking it publishes the stored plan again instead of planning anew:
+// a new plan would see the predictions the first batches already wrote
 // (skip_existing), cut different batches under the same message ids, and
 // JetStream's dedupe would drop them. The window is read again and the
 // batches rebuilt from the stored timestamps; re-publishing a batch already
-// sent is a no-op. Once the job is acked the plan is forgotten
-// (bus.Objects.Forget), leaving nothing behind per task.
+// sent is a no-op. The plan goes with the context (the writer forgets it
+// once every batch is written), leaving nothing behind per task.
 //
-// The object's body: uvarint batch count, then per batch its row count and
-// its timestamps (µs) as zigzag varint deltas — a few bytes a row.
+// The plan's body: uvarint batch count, then per batch its row count and
+// its timestamps (µs) as zigzag varint deltas — a few bytes a row, base64
+// in the metadata.
 
-// planMetaKey holds the plan's TaskMeta (JSON) in the object's metadata.
-const planMetaKey = "task"
+// Metadata keys of the context object: the plan's TaskMeta (JSON) and its
+// batches.
+const (
+	planMetaKey    = "task"
+	planBatchesKey = "plan"
+)
 
 // encodePlan writes the timestamps of every batch's rows.
 func encodePlan(w window, batches [][]int) []byte {
@@ -84,45 +90,51 @@ func decodePlan(b []byte) ([][]int64, error) {
 	return out, nil
 }
 
-// storedPlan returns the plan stored for a task; info is nil when there is none.
-func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.TaskMeta, batches [][]int64, info *jetstream.ObjectInfo, err error) {
-	res, err := p.obj.Get(ctx, schemas.PlanObject(taskID))
+// storedPlan returns the plan stored for a task; ok is false when there is
+// none.
+func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.TaskMeta, batches [][]int64, ok bool, err error) {
+	info, err := p.obj.GetInfo(ctx, schemas.ContextObject(taskID))
 	if bus.IsNotFound(err) {
-		return meta, nil, nil, nil
+		return meta, nil, false, nil
 	}
 	if err != nil {
-		return meta, nil, nil, fmt.Errorf("read plan: %w", err)
+		return meta, nil, false, fmt.Errorf("read plan: %w", err)
 	}
-	defer res.Close()
-	if info, err = res.Info(); err != nil {
-		return meta, nil, nil, fmt.Errorf("read plan: %w", err)
+	plan, stored := info.Metadata[planBatchesKey]
+	if !stored {
+		return meta, nil, false, nil
 	}
 	if err := json.Unmarshal([]byte(info.Metadata[planMetaKey]), &meta); err != nil {
-		return meta, nil, nil, fmt.Errorf("read plan: meta: %w", err)
+		return meta, nil, false, fmt.Errorf("read plan: meta: %w", err)
 	}
-	body, err := io.ReadAll(res)
+	meta.ContextNUID = info.NUID
+	body, err := base64.StdEncoding.DecodeString(plan)
 	if err != nil {
-		return meta, nil, nil, fmt.Errorf("read plan: %w", err)
+		return meta, nil, false, fmt.Errorf("read plan: %w", err)
 	}
 	if batches, err = decodePlan(body); err != nil || len(batches) != meta.Batches {
-		return meta, nil, nil, fmt.Errorf("read plan: %d batches for meta's %d: %v", len(batches), meta.Batches, err)
+		return meta, nil, false, fmt.Errorf("read plan: %d batches for meta's %d: %v", len(batches), meta.Batches, err)
 	}
-	return meta, batches, info, nil
+	return meta, batches, true, nil
 }
 
-// storePlan stores a task's meta (hdr, its JSON) and its batches' timestamps.
-func (p *Producer) storePlan(ctx context.Context, taskID string, hdr []byte, w window, batches [][]int) (*jetstream.ObjectInfo, error) {
-	info, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.PlanObject(taskID),
-		Metadata: map[string]string{planMetaKey: string(hdr)}}, bytes.NewReader(encodePlan(w, batches)))
+// storeContext stores a task's context (body, an encoded record) with its
+// plan: the meta (hdr, its JSON) and its batches' timestamps (encodePlan).
+// It returns the NUID of the context's chunks.
+func (p *Producer) storeContext(ctx context.Context, taskID string, body, hdr, plan []byte) (string, error) {
+	info, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.ContextObject(taskID), Metadata: map[string]string{
+		planMetaKey: string(hdr), planBatchesKey: base64.StdEncoding.EncodeToString(plan)}}, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("store plan: %w", err)
+		return "", fmt.Errorf("store context: %w", err)
 	}
-	return info, nil
+	return info.NUID, nil
 }
 
-// publishBatches encodes and publishes a task's batches in order; hdr is
-// the meta's JSON, every batch's task header.
+// publishBatches encodes and publishes a task's batches in order, then
+// waits for every acknowledgement; hdr is the meta's JSON, every batch's
+// task header.
 func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hdr []byte, w window, batches [][]int) error {
+	acks := make([]jetstream.PubAckFuture, 0, len(batches))
 	for b, rows := range batches {
 		rec := w.queryRecord(meta.Features, rows)
 		body, err := schemas.EncodeRecord(rec)
@@ -134,26 +146,46 @@ func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hd
 		m.Header.Set(schemas.HeaderSchema, schemas.Version)
 		m.Header.Set(schemas.HeaderTask, string(hdr))
 		m.Header.Set(schemas.HeaderBatch, strconv.Itoa(b))
-		if _, err := p.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+strconv.Itoa(b))); err != nil {
+		ack, err := p.js.PublishMsgAsync(m, jetstream.WithMsgID(meta.TaskID+":"+strconv.Itoa(b)))
+		if err != nil {
 			return fmt.Errorf("publish batch %d: %w", b, err)
+		}
+		acks = append(acks, ack)
+	}
+	// An ack that never comes (a server restarting) fails the job, which
+	// is delivered again and publishes its stored plan.
+	timeout := time.NewTimer(publishTimeout)
+	defer timeout.Stop()
+	for b, ack := range acks {
+		select {
+		case <-ack.Ok():
+		case err := <-ack.Err():
+			return fmt.Errorf("publish batch %d: %w", b, err)
+		case <-timeout.C:
+			return fmt.Errorf("publish batch %d: no acknowledgement in %s", b, publishTimeout)
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 	return nil
 }
 
+// publishTimeout bounds the wait for a job's batches to be stored.
+const publishTimeout = 30 * time.Second
+
 // resumePlan publishes a stored plan again, its batches rebuilt from a
-// fresh read of the window; plan is nil when none is stored. A row the
+// fresh read of the window; resumed is false when none is stored. A row the
 // source no longer has is left out of its batch. A table that no longer
 // fits the job is a verdict, as when planning.
-func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Logger) (plan *jetstream.ObjectInfo, err error) {
-	meta, stored, info, err := p.storedPlan(ctx, job.TaskID)
-	if err != nil || info == nil || meta.Batches <= 0 {
-		return nil, err
+func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Logger) (resumed bool, err error) {
+	meta, stored, ok, err := p.storedPlan(ctx, job.TaskID)
+	if err != nil || !ok || meta.Batches <= 0 {
+		return false, err
 	}
 	var read schemas.TaskMeta
 	w, _, release, err := p.readWindow(ctx, job, &read)
 	if err != nil {
-		return nil, err
+		return true, err
 	}
 	defer release()
 	at := make(map[int64]int, w.rows())
@@ -173,10 +205,10 @@ func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Lo
 	}
 	hdr, err := json.Marshal(meta)
 	if err != nil {
-		return nil, err
+		return true, err
 	}
 	log.Info("job delivered again: publishing its stored plan", "batches", meta.Batches, "rows_gone", missing)
-	return info, p.publishBatches(ctx, meta, hdr, w, batches)
+	return true, p.publishBatches(ctx, meta, hdr, w, batches)
 }
 
 // onDeadLetter settles the task of a job that was dead-lettered, so that

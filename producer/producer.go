@@ -1,7 +1,6 @@
 package producer
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -82,20 +80,10 @@ func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	defer p.planning.Delete(job.TaskID)
 	// bus.Consume keeps the message alive while the window is read.
-	plan, err := p.planJob(ctx, job)
-	if err != nil {
+	if err := p.Plan(ctx, job); err != nil {
 		return err
 	}
-	if err := msg.DoubleAck(ctx); err != nil {
-		return err
-	}
-	// Acked: the job will not come back, and its plan is not needed again.
-	if plan != nil {
-		if err := p.obj.ForgetInfo(ctx, plan); err != nil {
-			p.log.Warn("stored plan not forgotten; it expires with the context store's TTL", "task_id", job.TaskID, "err", err)
-		}
-	}
-	return nil
+	return msg.DoubleAck(ctx)
 }
 
 // verdict is a task that ends in the producer.
@@ -109,31 +97,24 @@ func (v *verdict) Error() string { return v.msg }
 
 // Plan runs the producer's part of one job and publishes its batches, or
 // its verdict when the task ends here. Errors returned are transient. The
-// plan it stores stays until its TTL; the consumer forgets it on ack.
+// plan it stores goes with the task's context.
 func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
-	_, err := p.planJob(ctx, job)
-	return err
-}
-
-// planJob is Plan, returning the stored plan (nil when the task ended in a
-// verdict).
-func (p *Producer) planJob(ctx context.Context, job schemas.Job) (*jetstream.ObjectInfo, error) {
 	log := p.log.With("task_id", job.TaskID, "trigger", job.Trigger)
 	meta := schemas.TaskMeta{
 		TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement, Target: job.Args.Field,
 		Model: job.Args.Model, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
 		Origin: job.Origin, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
 	}
-	plan, err := p.resumePlan(ctx, job, log)
-	if plan == nil && err == nil {
-		plan, err = p.plan(ctx, job, &meta, log)
+	resumed, err := p.resumePlan(ctx, job, log)
+	if !resumed && err == nil {
+		err = p.plan(ctx, job, &meta, log)
 	}
 	var v *verdict
 	if errors.As(err, &v) {
 		log.Info("task ends in the producer", "status", v.status, "reason", v.msg)
-		return nil, p.publishVerdict(ctx, meta, v, "verdict")
+		return p.publishVerdict(ctx, meta, v, "verdict")
 	}
-	return plan, err
+	return err
 }
 
 // readWindow checks the table against the job's arguments and reads the
@@ -160,11 +141,11 @@ func (p *Producer) readWindow(ctx context.Context, job schemas.Job, meta *schema
 	return newWindow(win.Record, len(meta.TagColumns), len(a.FeatureFields)), win.Truncated, win.Release, nil
 }
 
-func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.TaskMeta, log *slog.Logger) (*jetstream.ObjectInfo, error) {
+func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.TaskMeta, log *slog.Logger) error {
 	a := job.Args
 	w, truncated, release, err := p.readWindow(ctx, job, meta)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer release()
 	meta.ReadRows, meta.ReadTruncated = w.rows(), truncated
@@ -173,7 +154,7 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	}
 	series, err := w.series(meta.TagColumns)
 	if err != nil {
-		return nil, &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
+		return &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
 	}
 	meta.Series = series
 	examples, queries := w.split()
@@ -181,7 +162,7 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 		existing, err := p.db.ExistingTimes(ctx, tsdb.Series{Measurement: a.Measurement, Target: a.Field,
 			TagColumns: meta.TagColumns, Tags: series}, job.Start, job.End)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		kept := queries[:0]
 		for _, i := range queries {
@@ -200,34 +181,39 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	meta.ContextRows, meta.QueryRows = len(examples), len(queries)
 	switch {
 	case len(examples) < a.MinHistory:
-		return nil, &verdict{schemas.TaskSkipped, http.StatusOK, fmt.Sprintf("%d rows with a target value in the window, fewer than min_history=%d: the model was not called", len(examples), a.MinHistory)}
+		return &verdict{schemas.TaskSkipped, http.StatusOK, fmt.Sprintf("%d rows with a target value in the window, fewer than min_history=%d: the model was not called", len(examples), a.MinHistory)}
 	case len(queries) == 0:
 		why := "no rows to predict in the window (no row has an empty target with every feature present)"
 		if meta.SkippedExists > 0 {
 			why = fmt.Sprintf("no rows to predict: all %d rows with an empty target already have a prediction (skip_existing=true)", meta.SkippedExists)
 		}
-		return nil, &verdict{schemas.TaskSkipped, http.StatusOK, why}
+		return &verdict{schemas.TaskSkipped, http.StatusOK, why}
 	}
 	ctxRec := w.contextRecord(a.FeatureFields, examples)
-	digest, err := p.putContext(ctx, meta.TaskID, ctxRec)
+	body, err := schemas.EncodeRecord(ctxRec)
 	ctxRec.Release()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	meta.ContextDigest = digest
-	meta.Batches = (len(queries) + a.PredictBatchSize - 1) / a.PredictBatchSize
+	// The digest keys the workers' and the engine's caches: tasks over the
+	// same rows share their decoded and fitted contexts.
+	sum := sha256.Sum256(body)
+	meta.ContextDigest = hex.EncodeToString(sum[:])
+	batches := cut(queries, a.PredictBatchSize)
+	meta.Batches = len(batches)
 	log.Info("task planned", "context_rows", meta.ContextRows, "query_rows", meta.QueryRows, "batches", meta.Batches,
 		"skipped_existing", meta.SkippedExists, "read_rows", meta.ReadRows)
-	batches := cut(queries, a.PredictBatchSize)
 	hdr, err := json.Marshal(*meta)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	plan, err := p.storePlan(ctx, meta.TaskID, hdr, w, batches)
-	if err != nil {
-		return nil, err
+	if meta.ContextNUID, err = p.storeContext(ctx, meta.TaskID, body, hdr, encodePlan(w, batches)); err != nil {
+		return err
 	}
-	return plan, p.publishBatches(ctx, *meta, hdr, w, batches)
+	if hdr, err = json.Marshal(*meta); err != nil {
+		return err
+	}
+	return p.publishBatches(ctx, *meta, hdr, w, batches)
 }
 
 // cut splits rows into batches of at most size.
@@ -237,21 +223,6 @@ func cut(rows []int, size int) [][]int {
 		out = append(out, rows[lo:min(lo+size, len(rows))])
 	}
 	return out
-}
-
-// putContext stores the task's context under the task's name and returns
-// its digest, which keys the workers' and the engine's caches: tasks over
-// the same rows share their decoded and fitted contexts.
-func (p *Producer) putContext(ctx context.Context, taskID string, rec arrow.RecordBatch) (string, error) {
-	body, err := schemas.EncodeRecord(rec)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(body)
-	if _, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.ContextObject(taskID)}, bytes.NewReader(body)); err != nil {
-		return "", fmt.Errorf("store context: %w", err)
-	}
-	return hex.EncodeToString(sum[:]), nil
 }
 
 // publishVerdict sends a task's final word to the writer as a result with no

@@ -69,16 +69,15 @@ func (w window) series(names []string) (map[string]string, error) {
 	if len(w.tags) == 0 || w.rows() == 0 {
 		return nil, nil
 	}
-	seen := map[string]int{}
-	var order []string
-	for i := 0; i < w.rows(); i++ {
-		k := w.seriesKey(i, names)
-		if _, ok := seen[k]; !ok {
-			seen[k] = i
-			order = append(order, k)
+	if !w.oneSeries() {
+		seen := map[string]bool{}
+		var order []string
+		for i := 0; i < w.rows(); i++ {
+			if k := w.seriesKey(i, names); !seen[k] {
+				seen[k] = true
+				order = append(order, k)
+			}
 		}
-	}
-	if len(order) > 1 {
 		shown := order[:min(3, len(order))]
 		return nil, fmt.Errorf("the window holds %d series (%s%s); a run fits one series: set tags to select one, e.g. tags=%s",
 			len(order), strings.Join(shown, "; "), map[bool]string{true: "; …", false: ""}[len(order) > 3], exampleTags(order[0]))
@@ -90,6 +89,19 @@ func (w window) series(names []string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// oneSeries reports whether every row has the first row's tags.
+func (w window) oneSeries() bool {
+	for _, t := range w.tags {
+		null0, v0 := t.IsNull(0), t.Value(0)
+		for i := 1; i < w.rows(); i++ {
+			if t.IsNull(i) != null0 || (!null0 && t.Value(i) != v0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func exampleTags(key string) string {

@@ -57,8 +57,11 @@ type TaskMeta struct {
 
 	// Batches is the number of query batches of the task; 0 when the task ended
 	// in the producer (skipped or failed before any model call).
-	Batches        int    `json:"batches"`
-	ContextDigest  string `json:"context_digest,omitempty"`
+	Batches       int    `json:"batches"`
+	ContextDigest string `json:"context_digest,omitempty"`
+	// ContextNUID names the stored context's chunks, so that whoever
+	// forgets the context need not look it up first.
+	ContextNUID    string `json:"context_nuid,omitempty"`
 	ContextRows    int    `json:"context_rows"`
 	QueryRows      int    `json:"query_rows"`
 	ReadRows       int    `json:"read_rows"`

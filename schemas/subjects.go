@@ -24,13 +24,10 @@ const (
 	StoreContext   = "regress_context"
 )
 
-// ContextObject names a task's context in StoreContext, and PlanObject its
-// stored plan (see the producer). Both are per task, so each can be
+// ContextObject names a task's context in StoreContext; its metadata holds
+// the task's stored plan (see the producer). It is per task, so it can be
 // forgotten when its task no longer needs it.
 func ContextObject(taskID string) string { return "context/" + taskID }
-
-// PlanObject names a task's stored plan in StoreContext.
-func PlanObject(taskID string) string { return "plan/" + taskID }
 
 // Subject prefixes; the trigger name is the last token.
 const (
