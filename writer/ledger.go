@@ -8,17 +8,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regressd/regressd/schemas"
 )
 
-// ensureTask creates the task's ledger row on its first result.
-func ensureTask(ctx context.Context, db interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, m schemas.TaskMeta) error {
-	_, err := db.Exec(ctx, `
+// queueTask queues the creation of a task's ledger row on its first result.
+func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
+	b.Queue(`
 		INSERT INTO regressd_tasks (task_id, trigger_name, measurement, target, model, window_start, window_end,
 			origin, dry_run, status, batches, context_rows, query_rows, read_rows, read_truncated, skipped_existing)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15)
@@ -30,76 +27,161 @@ func ensureTask(ctx context.Context, db interface {
 		WHERE regressd_tasks.batches = 0 AND EXCLUDED.batches > 0`,
 		m.TaskID, m.Trigger, m.Measurement, m.Target, m.Model, m.Start, m.End, m.Origin, m.DryRun,
 		m.Batches, m.ContextRows, m.QueryRows, m.ReadRows, m.ReadTruncated, m.SkippedExists)
-	if err != nil {
-		return fmt.Errorf("ledger task: %w", err)
-	}
-	return nil
 }
 
-// claimBatch records a batch; false means it was recorded before (a
-// redelivery) and must not be written again. One exception: a batch recorded
-// as failed (it was dead-lettered) whose result now succeeds (retried from
-// the DLQ) has its failure undone here and is written as new.
-func claimBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, status string, rows int, msg string) (bool, error) {
-	tag, err := tx.Exec(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, taskID, batch, status, rows, msg)
+// claimBatches records the results' batches in one statement and reports
+// which are new; false means a batch was recorded before (a redelivery) and
+// must not be written again. One exception: a batch recorded as failed (it
+// was dead-lettered) whose result now succeeds (retried from the DLQ) has
+// its failure undone here and is written as new.
+func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
+	n := len(rs)
+	tasks, batches, statuses, rows, msgs := make([]string, n), make([]int32, n), make([]string, n), make([]int32, n), make([]string, n)
+	for i, r := range rs {
+		tasks[i], batches[i], statuses[i], rows[i], msgs[i] = r.meta.TaskID, int32(r.batch), r.status, int32(r.rows), r.msg
+		if r.batch < 0 {
+			statuses[i] = "verdict"
+		}
+	}
+	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message)
+		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[])
+		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs)
 	if err != nil {
-		return false, fmt.Errorf("ledger batch: %w", err)
+		return nil, fmt.Errorf("ledger batch: %w", err)
 	}
-	if tag.RowsAffected() == 1 || status != schemas.BatchOK || batch < 0 {
-		return tag.RowsAffected() == 1, nil
+	type key struct {
+		task  string
+		batch int32
 	}
+	fresh := map[key]bool{}
+	var k key
+	_, err = pgx.ForEachRow(claimed, []any{&k.task, &k.batch}, func() error {
+		fresh[k] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger batch: %w", err)
+	}
+	out := make([]bool, n)
+	for i, r := range rs {
+		out[i] = fresh[key{r.meta.TaskID, int32(r.batch)}]
+		if !out[i] && r.status == schemas.BatchOK && r.batch >= 0 {
+			if out[i], err = repairBatch(ctx, tx, r); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// repairBatch undoes the recorded failure of a batch whose result now
+// succeeds; false means the batch was recorded as anything but failed.
+func repairBatch(ctx context.Context, tx pgx.Tx, r result) (bool, error) {
 	var prev string
 	var prevRows int
-	err = tx.QueryRow(ctx, `SELECT status, rows FROM regressd_task_batches WHERE task_id = $1 AND batch_no = $2 FOR UPDATE`,
-		taskID, batch).Scan(&prev, &prevRows)
+	err := tx.QueryRow(ctx, `SELECT status, rows FROM regressd_task_batches WHERE task_id = $1 AND batch_no = $2 FOR UPDATE`,
+		r.meta.TaskID, r.batch).Scan(&prev, &prevRows)
 	if err != nil || prev != schemas.BatchFailed {
 		return false, err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE regressd_task_batches SET status = $3, rows = $4, message = '', written = 0, committed = now()
-		WHERE task_id = $1 AND batch_no = $2`, taskID, batch, status, rows); err != nil {
+		WHERE task_id = $1 AND batch_no = $2`, r.meta.TaskID, r.batch, r.status, r.rows); err != nil {
 		return false, fmt.Errorf("ledger batch repair: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE regressd_tasks SET batches_failed = batches_failed - 1, remaining = greatest(remaining - $2, 0)
-		WHERE task_id = $1`, taskID, prevRows); err != nil {
+		WHERE task_id = $1`, r.meta.TaskID, prevRows); err != nil {
 		return false, fmt.Errorf("ledger batch repair: %w", err)
 	}
 	return true, nil
 }
 
-// finishBatch adds a batch's outcome to its task, settles the task's
-// status once every batch is in, and returns that status.
-func finishBatch(ctx context.Context, tx pgx.Tx, taskID string, batch int, ok bool, rows int, written int64, preview []schemas.Prediction) (string, error) {
-	if preview != nil {
-		b, _ := json.Marshal(preview)
-		if _, err := tx.Exec(ctx, `UPDATE regressd_task_batches SET preview = $3 WHERE task_id = $1 AND batch_no = $2`, taskID, batch, b); err != nil {
-			return "", err
+// settled is a claimed batch's outcome: the rows written, and for a dry
+// run the predictions it returns instead.
+type settled struct {
+	written int64
+	preview []schemas.Prediction
+}
+
+// finishTasks adds the outcomes of claimed batches (rs[i] with out[i] not
+// nil; rs sorted by task) to their tasks, one statement per task, all sent
+// at once; each task's status is settled once every batch is in. It
+// returns each task's status after its batches.
+func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (map[string]string, error) {
+	var b pgx.Batch
+	// reads[k] is the task whose status the k-th statement returns, or ""
+	// for a preview's update.
+	var reads []string
+	for lo := 0; lo < len(rs); {
+		hi := lo
+		for hi < len(rs) && rs[hi].meta.TaskID == rs[lo].meta.TaskID {
+			hi++
 		}
+		var nos []int32
+		var written []int64
+		var done, failed int
+		var total, remaining int64
+		for i := lo; i < hi; i++ {
+			if out[i] == nil {
+				continue
+			}
+			r := rs[i]
+			if out[i].preview != nil {
+				p, _ := json.Marshal(out[i].preview)
+				b.Queue(`UPDATE regressd_task_batches SET preview = $3 WHERE task_id = $1 AND batch_no = $2`, r.meta.TaskID, r.batch, p)
+				reads = append(reads, "")
+			}
+			nos, written = append(nos, int32(r.batch)), append(written, out[i].written)
+			total += out[i].written
+			if r.status == schemas.BatchOK {
+				done++
+			} else {
+				failed++
+				remaining += int64(r.rows)
+			}
+		}
+		if len(nos) > 0 {
+			// The batches' written counts ride along in the same statement.
+			b.Queue(`
+				WITH b AS (UPDATE regressd_task_batches AS tb SET written = v.written
+					FROM unnest($6::int[], $7::bigint[]) AS v(batch_no, written)
+					WHERE tb.task_id = $1 AND tb.batch_no = v.batch_no)
+				UPDATE regressd_tasks SET
+					batches_done = batches_done + $2, batches_failed = batches_failed + $3,
+					written = written + $4, remaining = remaining + $5, updated = now(),
+					status = CASE
+						WHEN batches_done + $2 + batches_failed + $3 < batches THEN 'running'
+						WHEN batches_failed + $3 = batches THEN 'failed'
+						WHEN batches_failed + $3 > 0 THEN 'partial'
+						WHEN dry_run THEN 'dry_run'
+						ELSE 'success' END
+				WHERE task_id = $1
+				RETURNING status`, rs[lo].meta.TaskID, done, failed, total, remaining, nos, written)
+			reads = append(reads, rs[lo].meta.TaskID)
+		}
+		lo = hi
 	}
-	done, failed, remaining := 1, 0, 0
-	if !ok {
-		done, failed, remaining = 0, 1, rows
+	statuses := map[string]string{}
+	if len(reads) == 0 {
+		return statuses, nil
 	}
-	// The batch's written count rides along in the same statement: one round
-	// trip per result fewer.
-	var status string
-	err := tx.QueryRow(ctx, `
-		WITH b AS (UPDATE regressd_task_batches SET written = $4 WHERE task_id = $1 AND batch_no = $6)
-		UPDATE regressd_tasks SET
-			batches_done = batches_done + $2, batches_failed = batches_failed + $3,
-			written = written + $4, remaining = remaining + $5, updated = now(),
-			status = CASE
-				WHEN batches_done + $2 + batches_failed + $3 < batches THEN 'running'
-				WHEN batches_failed + $3 = batches THEN 'failed'
-				WHEN batches_failed + $3 > 0 THEN 'partial'
-				WHEN dry_run THEN 'dry_run'
-				ELSE 'success' END
-		WHERE task_id = $1
-		RETURNING status`, taskID, done, failed, written, remaining, batch).Scan(&status)
-	if err != nil {
-		return "", fmt.Errorf("ledger task update: %w", err)
+	// One round trip for every task of the group; the statements run in
+	// the group's order, so two groups lock their tasks' rows alike.
+	br := tx.SendBatch(ctx, &b)
+	defer br.Close()
+	for _, task := range reads {
+		if task == "" {
+			if _, err := br.Exec(); err != nil {
+				return nil, fmt.Errorf("ledger preview: %w", err)
+			}
+			continue
+		}
+		var st string
+		if err := br.QueryRow().Scan(&st); err != nil {
+			return nil, fmt.Errorf("ledger task update: %w", err)
+		}
+		statuses[task] = st
 	}
-	return status, nil
+	return statuses, br.Close()
 }
 
 // settleVerdict records a task that ended in the producer.

@@ -220,18 +220,26 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := msg.DoubleAck(ctx); err != nil {
 		return err
 	}
-	w.forgetContext(ctx, s)
+	w.forgetContext(ctx, s, r.meta.ContextNUID)
 	return nil
 }
 
 // forgetContext removes the context of a task that ended with every batch
 // written: no batch of it will run again. A task with failed batches keeps
-// its context until the store's TTL, for 'regressd dlq retry'.
-func (w *Writer) forgetContext(ctx context.Context, s schemas.TaskSummary) {
+// its context until the store's TTL, for 'regressd dlq retry'. nuid names
+// the context's chunks when known.
+func (w *Writer) forgetContext(ctx context.Context, s schemas.TaskSummary, nuid string) {
 	if !s.Done() || s.Batches == 0 || s.BatchesFailed > 0 || s.BatchesDone < s.Batches {
 		return
 	}
-	if err := w.obj.Forget(ctx, schemas.ContextObject(s.TaskID)); err != nil {
+	name := schemas.ContextObject(s.TaskID)
+	var err error
+	if nuid != "" {
+		err = w.obj.ForgetInfo(ctx, &jetstream.ObjectInfo{ObjectMeta: jetstream.ObjectMeta{Name: name}, NUID: nuid})
+	} else {
+		err = w.obj.Forget(ctx, name)
+	}
+	if err != nil {
 		w.log.Warn("context not forgotten; it expires with the context store's TTL", "task_id", s.TaskID, "err", err)
 	}
 }
@@ -282,27 +290,16 @@ func (w *Writer) apply(ctx context.Context, r result) outcome {
 }
 
 // commit writes results in one transaction, after their tasks' ledger rows,
-// and returns each task's status after its result.
+// and returns for each the status its handler publishes (see applyIn).
 func (w *Writer) commit(ctx context.Context, rs []result) ([]string, error) {
-	for _, r := range rs {
-		if err := w.ensureTaskRow(ctx, r); err != nil {
-			return nil, err
-		}
+	if err := w.ensureTaskRows(ctx, rs); err != nil {
+		return nil, err
 	}
-	statuses := make([]string, len(rs))
-	var ensured []string
+	var statuses, ensured []string
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		for i, r := range rs {
-			key, status, err := w.applyIn(ctx, tx, r)
-			if err != nil {
-				return err
-			}
-			statuses[i] = status
-			if key != "" {
-				ensured = append(ensured, key)
-			}
-		}
-		return nil
+		var err error
+		statuses, ensured, err = w.applyIn(ctx, tx, rs)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -311,66 +308,124 @@ func (w *Writer) commit(ctx context.Context, rs []result) ([]string, error) {
 	return statuses, nil
 }
 
-// ensureTaskRow creates the task's ledger row in a statement of its own:
-// inside the transaction, every other result of the task would wait on its
-// INSERT until this whole transaction committed. It is idempotent, and a
-// task row with no batch settled yet is the truth about a running task.
-// Once the row holds the task's batches, later results need not ask again.
-func (w *Writer) ensureTaskRow(ctx context.Context, r result) error {
-	if w.isKnown(r.meta.TaskID) {
+// ensureTaskRows creates the tasks' ledger rows, all in one round trip and
+// not in the results' transaction: inside it, every other result of a task
+// would wait on its INSERT until the whole transaction committed. It is
+// idempotent, and a task row with no batch settled yet is the truth about
+// a running task. Once a row holds its task's batches, later results need
+// not ask again. rs is sorted by task.
+func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
+	var b pgx.Batch
+	var queued []schemas.TaskMeta
+	for i, r := range rs {
+		if w.isKnown(r.meta.TaskID) || (i > 0 && rs[i-1].meta.TaskID == r.meta.TaskID) {
+			continue
+		}
+		queueTask(&b, r.meta)
+		queued = append(queued, r.meta)
+	}
+	if len(queued) == 0 {
 		return nil
 	}
-	if err := ensureTask(ctx, w.pool, r.meta); err != nil {
-		return err
+	if err := w.pool.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("ledger task: %w", err)
 	}
-	if r.meta.Batches > 0 {
-		w.remember(r.meta.TaskID)
+	for _, m := range queued {
+		if m.Batches > 0 {
+			w.remember(m.TaskID)
+		}
 	}
 	return nil
 }
 
-// applyIn writes one result in tx: its batch claimed, its predictions and
-// its ledger update. It returns the regressed table's key to mark as
-// ensured once tx commits (DDL rolled back with a failed transaction must
-// run again) or "", and the task's status after it when known.
-func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, r result) (ensured, status string, err error) {
-	log := w.log.With("task_id", r.meta.TaskID, "batch", r.batch)
-	claim := r.status
-	if r.batch < 0 {
-		claim = "verdict"
+// statusCovered is the status of a result whose task's summary a later
+// result of the same transaction publishes: its handler publishes nothing.
+const statusCovered = "covered"
+
+// applyIn writes results (sorted by task and batch) in tx: their batches
+// claimed, their predictions (the points of one table in one COPY) and the
+// ledger update of each task. It returns the regressed tables' keys to mark
+// as ensured once tx commits, and for each result the status its handler
+// publishes: the task's status after the transaction, statusCovered where a
+// later result of the task carries it, or "" when unknown (a verdict, or a
+// result written before).
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses, ensured []string, err error) {
+	fresh, err := claimBatches(ctx, tx, rs)
+	if err != nil {
+		return nil, nil, err
 	}
-	fresh, err := claimBatch(ctx, tx, r.meta.TaskID, r.batch, claim, r.rows, r.msg)
-	if err != nil || !fresh {
-		if !fresh && err == nil {
+	out := make([]*settled, len(rs))
+	var writes []tsdb.Write
+	var writers []int // the result of each write
+	ready := map[string]bool{}
+	for i, r := range rs {
+		log := w.log.With("task_id", r.meta.TaskID, "batch", r.batch)
+		switch {
+		case !fresh[i]:
 			log.Debug("result already written; redelivery ignored")
+			continue
+		case r.batch < 0:
+			if err := settleVerdict(ctx, tx, r.meta.TaskID, r.status, r.msg, r.code); err != nil {
+				return nil, nil, err
+			}
+			continue
 		}
-		return "", "", err
-	}
-	if r.batch < 0 {
-		return "", "", settleVerdict(ctx, tx, r.meta.TaskID, r.status, r.msg, r.code)
-	}
-	ok := r.status == schemas.BatchOK
-	var written int64
-	var preview []schemas.Prediction
-	switch {
-	case ok && r.meta.DryRun:
-		preview = make([]schemas.Prediction, len(r.points))
-		for i, p := range r.points {
-			preview[i] = schemas.Prediction{Time: p.Time, Value: p.Value}
+		out[i] = &settled{}
+		if r.status != schemas.BatchOK {
+			continue
 		}
-	case ok:
+		if r.meta.DryRun {
+			out[i].preview = make([]schemas.Prediction, len(r.points))
+			for k, p := range r.points {
+				out[i].preview[k] = schemas.Prediction{Time: p.Time, Value: p.Value}
+			}
+			continue
+		}
 		series := tsdb.Series{Measurement: r.meta.Measurement, Target: r.meta.Target, Model: r.meta.Model,
 			TagColumns: r.meta.TagColumns, Tags: r.meta.Series}
-		if ensured, err = w.ensure(ctx, tx, series); err != nil {
-			return "", "", err
+		if key := tableKey(series); !ready[key] {
+			k, err := w.ensure(ctx, tx, series)
+			if err != nil {
+				return nil, nil, err
+			}
+			if k != "" {
+				ensured = append(ensured, k)
+			}
+			ready[key] = true
 		}
-		if written, err = tsdb.WritePredictions(ctx, tx, series, r.points); err != nil {
-			return "", "", err
+		writes, writers = append(writes, tsdb.Write{Series: series, Points: r.points}), append(writers, i)
+	}
+	written, err := tsdb.WriteGroup(ctx, tx, writes)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, i := range writers {
+		out[i].written = written[k]
+	}
+	tasks, err := finishTasks(ctx, tx, rs, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	statuses = make([]string, len(rs))
+	for i, r := range rs {
+		if out[i] == nil {
+			continue
+		}
+		w.log.Debug("result written", "task_id", r.meta.TaskID, "batch", r.batch, "status", r.status, "written", out[i].written)
+		statuses[i] = tasks[r.meta.TaskID]
+		for j := i + 1; j < len(rs) && rs[j].meta.TaskID == r.meta.TaskID; j++ {
+			if out[j] != nil && statuses[i] != schemas.StatusRunning {
+				statuses[i] = statusCovered
+				break
+			}
 		}
 	}
-	log.Debug("result written", "status", r.status, "written", written)
-	status, err = finishBatch(ctx, tx, r.meta.TaskID, r.batch, ok, r.rows, written, preview)
-	return ensured, status, err
+	return statuses, ensured, nil
+}
+
+// tableKey names a regressed table and the tag set it is ensured for.
+func tableKey(s tsdb.Series) string {
+	return s.Measurement + "\x00" + strings.Join(s.TagColumns, "\x00")
 }
 
 func (w *Writer) markEnsured(keys ...string) {
@@ -386,7 +441,9 @@ const progressEvery = time.Second
 
 // progressDue reports whether a task's summary should be published now, and
 // if so notes the time: always when done (and the task is forgotten),
-// otherwise when this writer has not published one in progressEvery.
+// otherwise once progressEvery has passed since this writer first saw the
+// task or last published its progress. A task done within progressEvery
+// costs one publication.
 func (w *Writer) progressDue(taskID string, done bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -395,14 +452,15 @@ func (w *Writer) progressDue(taskID string, done bool) bool {
 		return true
 	}
 	now := time.Now()
-	if last, ok := w.progress[taskID]; ok && now.Sub(last) < progressEvery {
+	last, ok := w.progress[taskID]
+	if ok && now.Sub(last) < progressEvery {
 		return false
 	}
 	if len(w.progress) >= maxKnown {
 		clear(w.progress) // tasks whose end another writer saw
 	}
 	w.progress[taskID] = now
-	return true
+	return ok
 }
 
 func (w *Writer) isKnown(taskID string) bool {
@@ -436,7 +494,7 @@ func (w *Writer) forget(taskID string) {
 // It returns the key to mark as ensured once the transaction commits, or ""
 // when the table was known to be ready.
 func (w *Writer) ensure(ctx context.Context, tx pgx.Tx, s tsdb.Series) (string, error) {
-	key := s.Measurement + "\x00" + strings.Join(s.TagColumns, "\x00")
+	key := tableKey(s)
 	w.mu.Lock()
 	done := w.ensured[key]
 	w.mu.Unlock()
@@ -465,6 +523,9 @@ func (w *Writer) ensure(ctx context.Context, tx pgx.Tx, s tsdb.Series) (string, 
 // status is the task's status after the result when known: a task known to
 // be running has its ledger read only when its progress is due.
 func (w *Writer) publishSummary(ctx context.Context, taskID, status string) (schemas.TaskSummary, error) {
+	if status == statusCovered {
+		return schemas.TaskSummary{TaskID: taskID}, nil
+	}
 	due := false
 	if status == schemas.StatusRunning {
 		// Known to be running: no need to read the ledger unless progress
@@ -504,12 +565,18 @@ func (w *Writer) publishSummary(ctx context.Context, taskID, status string) (sch
 	return s, nil
 }
 
-// putSummary stores b unless the stored summary has seen as much of the task.
+// putSummary stores b unless the stored summary has seen as much of the
+// task. Most tasks have none stored yet (progress is published only for
+// tasks that run longer than progressEvery), so it tries to create first.
+// ErrKeyExists means a race with another writer: call again.
 func (w *Writer) putSummary(ctx context.Context, taskID string, s schemas.TaskSummary, b []byte) error {
+	_, err := w.tasks.Create(ctx, taskID, b)
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return err
+	}
 	e, err := w.tasks.Get(ctx, taskID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		_, err = w.tasks.Create(ctx, taskID, b)
-		return err
+		return jetstream.ErrKeyExists // removed since: create again
 	}
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -61,7 +62,8 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 		t.Fatalf("%d tasks succeeded (%v), want t_a and t_b", done, err)
 	}
 	// The group sorted itself: t_b's batches in order, and the statuses
-	// follow it (running after batch 0, success after batch 1).
+	// follow it (written one by one: running after batch 0, success after
+	// batch 1).
 	for i, want := range []struct {
 		task   string
 		batch  int
@@ -72,6 +74,34 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 		}
 	}
 
+	// A group that commits whole writes each table in one COPY; a task's
+	// last result carries its status, the earlier ones leave the summary
+	// to it, and a task still running says so on every result.
+	t1 := t0.Add(2 * time.Hour)
+	whole := []*pending{
+		{r: okResult("t_c", "good", 1, 2, t1)},
+		{r: okResult("t_d", "good", 0, 3, t1.Add(time.Hour))},
+		{r: okResult("t_c", "good", 0, 2, t1)},
+		{r: okResult("t_d", "good", 2, 3, t1.Add(time.Hour))},
+	}
+	for i, o := range w.applyGroup(ctx, whole) {
+		want := map[string]string{"t_c/0": statusCovered, "t_c/1": "success", "t_d/0": "running", "t_d/2": "running"}
+		got := fmt.Sprintf("%s/%d", whole[i].r.meta.TaskID, whole[i].r.batch)
+		if o.err != nil || o.status != want[got] {
+			t.Errorf("%s: %+v, want status %q", got, o, want[got])
+		}
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM good_regressed`).Scan(&rows); err != nil || rows != 21 {
+		t.Fatalf("good_regressed holds %d rows (%v), want 21", rows, err)
+	}
+	var written, batchesDone int
+	if err := pool.QueryRow(ctx, `SELECT written, batches_done FROM regressd_tasks WHERE task_id = 't_d'`).Scan(&written, &batchesDone); err != nil || written != 6 || batchesDone != 2 {
+		t.Fatalf("t_d: written %d, batches done %d (%v), want 6 and 2", written, batchesDone, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM regressd_task_batches WHERE task_id = 't_d' AND written = 3`).Scan(&batchesDone); err != nil || batchesDone != 2 {
+		t.Fatalf("t_d: %d batches record 3 rows written (%v), want 2", batchesDone, err)
+	}
+
 	// The same results again (redelivered): nothing is written twice.
 	again := w.applyGroup(ctx, []*pending{{r: okResult("t_a", "good", 0, 1, t0.Add(time.Hour))}, {r: okResult("t_b", "good", 1, 2, t0)}})
 	for _, o := range again {
@@ -79,7 +109,7 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 			t.Errorf("redelivery: %+v, want no error and no status", o)
 		}
 	}
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM good_regressed`).Scan(&rows); err != nil || rows != 9 {
-		t.Fatalf("after redelivery good_regressed holds %d rows, want 9", rows)
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM good_regressed`).Scan(&rows); err != nil || rows != 21 {
+		t.Fatalf("after redelivery good_regressed holds %d rows, want 21", rows)
 	}
 }
