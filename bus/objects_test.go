@@ -62,3 +62,29 @@ func TestForgetLeavesNothing(t *testing.T) {
 		t.Fatalf("other object: %q, %v", b, err)
 	}
 }
+
+// TestGetChunk reads a one-chunk object by its NUID as Get would, and
+// reports a forgotten one as not found.
+func TestGetChunk(t *testing.T) {
+	s := bustest.New(t)
+	ctx := context.Background()
+	o, err := bus.OpenObjects(ctx, s.JS, schemas.StoreContext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := bytes.Repeat([]byte("context "), 4096)
+	info, err := o.Put(ctx, jetstream.ObjectMeta{Name: "context/t_1"}, bytes.NewReader(body))
+	if err != nil || info.Chunks != 1 {
+		t.Fatalf("put: %+v, %v", info, err)
+	}
+	got, err := o.GetChunk(ctx, info.NUID)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("GetChunk: %d bytes, %v; want the %d put", len(got), err, len(body))
+	}
+	if err := o.ForgetInfo(ctx, info); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.GetChunk(ctx, info.NUID); !bus.IsNotFound(err) {
+		t.Fatalf("forgotten object: %v, want not found", err)
+	}
+}

@@ -25,10 +25,10 @@ type Config struct {
 	// writer's ledger still writes each batch once. Every id is held in the
 	// server's memory for the window.
 	DuplicateWindow time.Duration
-	// ContextTTL bounds how long a task's context and stored plan stay in the
-	// object store. Default 24h. Both are forgotten sooner: the plan once its
-	// job is acked, the context once every batch of its task is written; a
-	// task with failed batches keeps its context this long for 'dlq retry'.
+	// ContextTTL bounds how long a task's context and the plan stored with it
+	// stay in the object store. Default 24h. They are forgotten sooner, once
+	// every batch of the task is written; a task with failed batches keeps
+	// its context this long for 'dlq retry'.
 	ContextTTL time.Duration
 	// TaskTTL is how long a task summary stays in the regress_tasks bucket
 	// after its last update. Default 1 minute: the bucket is the live view
@@ -118,5 +118,6 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 // IsNotFound reports whether err means a key, object or stream does not exist.
 func IsNotFound(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrObjectNotFound) ||
-		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound)
+		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, jetstream.ErrMsgNotFound)
 }

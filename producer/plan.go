@@ -107,7 +107,7 @@ func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.
 	if err := json.Unmarshal([]byte(info.Metadata[planMetaKey]), &meta); err != nil {
 		return meta, nil, false, fmt.Errorf("read plan: meta: %w", err)
 	}
-	meta.ContextNUID = info.NUID
+	meta.ContextNUID, meta.ContextChunks = info.NUID, int(info.Chunks)
 	body, err := base64.StdEncoding.DecodeString(plan)
 	if err != nil {
 		return meta, nil, false, fmt.Errorf("read plan: %w", err)
@@ -120,14 +120,13 @@ func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.
 
 // storeContext stores a task's context (body, an encoded record) with its
 // plan: the meta (hdr, its JSON) and its batches' timestamps (encodePlan).
-// It returns the NUID of the context's chunks.
-func (p *Producer) storeContext(ctx context.Context, taskID string, body, hdr, plan []byte) (string, error) {
+func (p *Producer) storeContext(ctx context.Context, taskID string, body, hdr, plan []byte) (*jetstream.ObjectInfo, error) {
 	info, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.ContextObject(taskID), Metadata: map[string]string{
 		planMetaKey: string(hdr), planBatchesKey: base64.StdEncoding.EncodeToString(plan)}}, bytes.NewReader(body))
 	if err != nil {
-		return "", fmt.Errorf("store context: %w", err)
+		return nil, fmt.Errorf("store context: %w", err)
 	}
-	return info.NUID, nil
+	return info, nil
 }
 
 // publishBatches encodes and publishes a task's batches in order, then

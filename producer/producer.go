@@ -207,9 +207,11 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	if err != nil {
 		return err
 	}
-	if meta.ContextNUID, err = p.storeContext(ctx, meta.TaskID, body, hdr, encodePlan(w, batches)); err != nil {
+	info, err := p.storeContext(ctx, meta.TaskID, body, hdr, encodePlan(w, batches))
+	if err != nil {
 		return err
 	}
+	meta.ContextNUID, meta.ContextChunks = info.NUID, int(info.Chunks)
 	if hdr, err = json.Marshal(*meta); err != nil {
 		return err
 	}

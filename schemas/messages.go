@@ -1,6 +1,8 @@
 package schemas
 
 import (
+	"encoding/json"
+	"sync"
 	"time"
 )
 
@@ -59,9 +61,11 @@ type TaskMeta struct {
 	// in the producer (skipped or failed before any model call).
 	Batches       int    `json:"batches"`
 	ContextDigest string `json:"context_digest,omitempty"`
-	// ContextNUID names the stored context's chunks, so that whoever
-	// forgets the context need not look it up first.
+	// ContextNUID names the stored context's chunks and ContextChunks counts
+	// them, so that whoever reads or forgets the context need not look it
+	// up first.
 	ContextNUID    string `json:"context_nuid,omitempty"`
+	ContextChunks  int    `json:"context_chunks,omitempty"`
 	ContextRows    int    `json:"context_rows"`
 	QueryRows      int    `json:"query_rows"`
 	ReadRows       int    `json:"read_rows"`
@@ -132,3 +136,36 @@ type TaskSummary struct {
 
 // Done reports whether the task reached a final status.
 func (s TaskSummary) Done() bool { return s.Status != StatusRunning && s.Status != "" }
+
+// TaskMetas decodes task headers (HeaderTask), remembering the last few
+// hundred: every batch and result of a task carries the same header, and
+// decoding its JSON cost more than the rest of a batch's handling. The
+// zero value is ready; it is safe for concurrent use.
+type TaskMetas struct {
+	mu sync.Mutex
+	m  map[string]TaskMeta
+}
+
+// maxTaskMetas bounds the headers a TaskMetas remembers.
+const maxTaskMetas = 256
+
+// Decode returns the TaskMeta of a task header. Metas decoded from one
+// header share their slices and maps: callers must not modify them.
+func (c *TaskMetas) Decode(hdr string) (TaskMeta, error) {
+	c.mu.Lock()
+	m, ok := c.m[hdr]
+	c.mu.Unlock()
+	if ok {
+		return m, nil
+	}
+	if err := json.Unmarshal([]byte(hdr), &m); err != nil {
+		return TaskMeta{}, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxTaskMetas {
+		c.m = make(map[string]TaskMeta, maxTaskMetas)
+	}
+	c.m[hdr] = m
+	c.mu.Unlock()
+	return m, nil
+}

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,11 +47,12 @@ type Config struct {
 // Worker predicts batches.
 type Worker struct {
 	js  jetstream.JetStream
-	obj jetstream.ObjectStore
+	obj *bus.Objects
 	cfg Config
 	cb  *gobreaker.CircuitBreaker[[]float64]
 	log *slog.Logger
 
+	metas    schemas.TaskMetas
 	mu       sync.Mutex
 	contexts map[string]*loadedContext
 }
@@ -81,9 +84,9 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Worker, erro
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	obj, err := js.ObjectStore(ctx, schemas.StoreContext)
+	obj, err := bus.OpenObjects(ctx, js, schemas.StoreContext)
 	if err != nil {
-		return nil, fmt.Errorf("open context store: %w", err)
+		return nil, err
 	}
 	w := &Worker{js: js, obj: obj, cfg: cfg, log: cfg.Logger, contexts: map[string]*loadedContext{}}
 	w.cb = gobreaker.NewCircuitBreaker[[]float64](gobreaker.Settings{
@@ -120,8 +123,8 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
-	var meta schemas.TaskMeta
-	if err := json.Unmarshal([]byte(msg.Headers().Get(schemas.HeaderTask)), &meta); err != nil || meta.TaskID == "" {
+	meta, err := w.metas.Decode(msg.Headers().Get(schemas.HeaderTask))
+	if err != nil || meta.TaskID == "" {
 		return bus.Permanent(fmt.Errorf("batch without a readable task header: %v", err))
 	}
 	batchNo, err := strconv.Atoi(msg.Headers().Get(schemas.HeaderBatch))
@@ -149,13 +152,15 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 		if perr := w.publish(ctx, meta, batchNo, rec, nil, err.Error()); perr != nil {
 			return perr
 		}
-		return msg.DoubleAck(ctx)
+		return msg.Ack()
 	}
 	if err := w.publish(ctx, meta, batchNo, rec, preds, ""); err != nil {
 		return err
 	}
 	log.Debug("batch predicted", "rows", rec.NumRows())
-	return msg.DoubleAck(ctx)
+	// The result is stored: an ack lost on the way costs a second
+	// prediction, whose result the ledger ignores, so it is not waited for.
+	return msg.Ack()
 }
 
 func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.RecordBatch) ([]float64, error) {
@@ -208,17 +213,10 @@ func (w *Worker) context(ctx context.Context, meta schemas.TaskMeta, nFeatures i
 	}
 	w.mu.Unlock()
 	lc.once.Do(func() {
-		res, err := w.obj.Get(ctx, schemas.ContextObject(meta.TaskID))
-		if err != nil {
-			if bus.IsNotFound(err) {
-				lc.err = Final(fmt.Errorf("context %s expired from the object store; run the task again", digest[:12]))
-			} else {
-				lc.err = err
-			}
-			return
+		body, err := w.readContext(ctx, meta)
+		if bus.IsNotFound(err) {
+			err = Final(fmt.Errorf("context %s expired from the object store; run the task again", digest[:12]))
 		}
-		body, err := io.ReadAll(res)
-		res.Close()
 		if err != nil {
 			lc.err = err
 			return
@@ -244,6 +242,28 @@ func (w *Worker) context(ctx context.Context, meta schemas.TaskMeta, nFeatures i
 		w.mu.Unlock()
 	}
 	return lc.x, lc.y, lc.err
+}
+
+// readContext reads a task's stored context: a context of one chunk by its
+// chunk's subject (checked against its digest), any other through the
+// object store.
+func (w *Worker) readContext(ctx context.Context, meta schemas.TaskMeta) ([]byte, error) {
+	if meta.ContextChunks == 1 && meta.ContextNUID != "" {
+		body, err := w.obj.GetChunk(ctx, meta.ContextNUID)
+		if err != nil {
+			return nil, err
+		}
+		if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != meta.ContextDigest {
+			return nil, Final(fmt.Errorf("context %s does not match its digest", meta.ContextDigest[:12]))
+		}
+		return body, nil
+	}
+	res, err := w.obj.Get(ctx, schemas.ContextObject(meta.TaskID))
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	return io.ReadAll(res)
 }
 
 // columnsToRows turns float64 columns from index `from` into rows.
