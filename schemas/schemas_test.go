@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +108,24 @@ func TestJobIDs(t *testing.T) {
 	}
 	if got := SubjectToken("a.b*c>d e"); got != "a_b_c_d_e" {
 		t.Fatalf("SubjectToken=%s", got)
+	}
+}
+
+func TestTaskMetasDecode(t *testing.T) {
+	var c TaskMetas
+	for i := range 2*maxTaskMetas + 3 {
+		hdr := fmt.Sprintf(`{"task_id":"t_%d","batches":%d,"features":["a","b"]}`, i%300, i)
+		for range 2 { // the second read is remembered
+			m, err := c.Decode(hdr)
+			if err != nil || m.TaskID != fmt.Sprintf("t_%d", i%300) || m.Batches != i || len(m.Features) != 2 {
+				t.Fatalf("Decode(%s) = %+v, %v", hdr, m, err)
+			}
+		}
+	}
+	if len(c.m) > maxTaskMetas {
+		t.Fatalf("remembers %d headers, want at most %d", len(c.m), maxTaskMetas)
+	}
+	if _, err := c.Decode(`{"task_id":`); err == nil {
+		t.Fatal("a cut header decoded")
 	}
 }

@@ -44,6 +44,7 @@ type Writer struct {
 	cfg   Config
 	log   *slog.Logger
 
+	metas   schemas.TaskMetas
 	mu      sync.Mutex
 	ensured map[string]bool // regressed tables known to match a tag set
 	// known are tasks whose ledger row holds their batches: their later
@@ -167,13 +168,13 @@ type result struct {
 	points []tsdb.Point
 }
 
-func decode(msg jetstream.Msg) (result, error) {
+func (w *Writer) decode(msg jetstream.Msg) (result, error) {
 	var r result
 	h := msg.Headers()
-	if err := json.Unmarshal([]byte(h.Get(schemas.HeaderTask)), &r.meta); err != nil || r.meta.TaskID == "" {
+	var err error
+	if r.meta, err = w.metas.Decode(h.Get(schemas.HeaderTask)); err != nil || r.meta.TaskID == "" {
 		return r, fmt.Errorf("result without a readable task header: %v", err)
 	}
-	var err error
 	if r.batch, err = strconv.Atoi(h.Get(schemas.HeaderBatch)); err != nil || r.batch < -1 || r.batch >= max(r.meta.Batches, 1) {
 		return r, fmt.Errorf("result batch %q out of range", h.Get(schemas.HeaderBatch))
 	}
@@ -205,7 +206,7 @@ func decode(msg jetstream.Msg) (result, error) {
 }
 
 func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
-	r, err := decode(msg)
+	r, err := w.decode(msg)
 	if err != nil {
 		return bus.Permanent(err)
 	}
@@ -217,7 +218,9 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
-	if err := msg.DoubleAck(ctx); err != nil {
+	// The ledger holds the result: one delivered again because its ack was
+	// lost writes nothing, so the ack is not waited for.
+	if err := msg.Ack(); err != nil {
 		return err
 	}
 	w.forgetContext(ctx, s, r.meta.ContextNUID)
