@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -69,6 +70,10 @@ func (t Table) Tags() []string {
 // DB reads and writes measurement tables.
 type DB struct {
 	pool *pgxpool.Pool
+	// cols keeps windowCols between reads: a window's rows are gathered
+	// there and then copied into Arrow, so the buffers can serve the next
+	// read instead of being grown again from nothing.
+	cols sync.Pool
 }
 
 // New wraps a pool.

@@ -68,7 +68,12 @@ func (db *DB) ReadWindow(ctx context.Context, q WindowQuery) (*Window, error) {
 		return nil, fmt.Errorf("read window of %q: %w", q.Measurement, err)
 	}
 	defer rows.Close()
-	c := newWindowCols(len(q.TagColumns), 1+len(q.Features))
+	c, _ := db.cols.Get().(*windowCols)
+	if c == nil {
+		c = &windowCols{}
+	}
+	defer db.cols.Put(c)
+	c.reset(len(q.TagColumns), 1+len(q.Features))
 	binaryRows := false
 	for first := true; rows.Next(); first = false {
 		if first {

@@ -54,9 +54,27 @@ func (t *tagCol) value(i int) ([]byte, bool) {
 	return t.data[start:end], true
 }
 
-func newWindowCols(nTags, nNums int) *windowCols {
-	return &windowCols{tags: make([]tagCol, nTags), nums: make([][]float64, nNums),
-		tagVals: make([]pgtype.Text, nTags), numVals: make([]pgtype.Float8, nNums)}
+// reset empties c for a read of nTags tag and nNums numeric columns,
+// keeping the buffers it has.
+func (c *windowCols) reset(nTags, nNums int) {
+	c.times = c.times[:0]
+	c.tags = resize(c.tags, nTags)
+	for i := range c.tags {
+		c.tags[i].data, c.tags[i].ends = c.tags[i].data[:0], c.tags[i].ends[:0]
+	}
+	c.nums = resize(c.nums, nNums)
+	for i := range c.nums {
+		c.nums[i] = c.nums[i][:0]
+	}
+	c.tagVals, c.numVals = resize(c.tagVals, nTags), resize(c.numVals, nNums)
+}
+
+// resize returns s with length n, reusing its elements and capacity.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		s = append(s[:cap(s)], make([]T, n-cap(s))...)
+	}
+	return s[:n]
 }
 
 // cut keeps the first n rows read (the newest).
