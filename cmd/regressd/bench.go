@@ -63,7 +63,9 @@ func (c *benchCommand) flags() *flag.FlagSet {
 	fs.StringVar(&c.common.logLevel, "log-level", "warn", "log level of the roles: debug, info, warn or error")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object with every figure and ratio instead of the table")
 	fs.IntVar(&c.measurements, "measurements", 2, "measurement tables to generate")
-	fs.IntVar(&c.series, "series", 8, "series per measurement; one task per series")
+	// 64 tasks at 8 calls in flight: a round long enough that filling and
+	// draining the pipeline (its latency) do not stand in for its rate.
+	fs.IntVar(&c.series, "series", 32, "series per measurement; one task per series")
 	fs.IntVar(&c.rows, "rows", 4000, "rows per series, a minute apart")
 	fs.IntVar(&c.features, "features", 4, "feature columns")
 	fs.Float64Var(&c.gapRatio, "gap-ratio", 0.25, "share of rows whose target is empty (the rows predicted)")
@@ -79,7 +81,7 @@ func (c *benchCommand) flags() *flag.FlagSet {
 	fs.IntVar(&c.latContext, "latency-context", 1000, "context rows of each timed webhook run")
 	fs.IntVar(&c.latQueries, "latency-queries", 50, "query rows of each timed webhook run")
 	fs.DurationVar(&c.duration, "duration", 0, "after the phases, run the trivial pipeline this long and sample memory (e.g. 10m); 0 skips the soak")
-	fs.DurationVar(&c.sampleEvery, "sample-every", 10*time.Second, "soak: how often memory is sampled")
+	fs.DurationVar(&c.sampleEvery, "sample-every", 10*time.Second, "soak: how often memory is sampled (each sample collects garbage and returns free pages first)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the generated tables and triggers")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile at the end of the run (after the soak) to this file, for 'go tool pprof'")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the warm-up and the rounds of phases 1 and 3 (the pipeline with the trivial predictor) to this file, for 'go tool pprof'")

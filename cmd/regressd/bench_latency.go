@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,15 +128,30 @@ type soakResult struct {
 	// RSSSlope is the least-squares growth of RSS over the samples after
 	// the first fifth (warm-up), in bytes per minute.
 	RSSSlope float64 `json:"rss_growth_bytes_per_min"`
+	// RetainedSlope is the same for the RSS the process retains: after a
+	// collection that returns free pages to the system. RSS as sampled
+	// moves by tens of MiB with the collector's cycle and the scavenger's
+	// pace; what stays after a collection is what a leak would grow.
+	RetainedSlope float64 `json:"retained_rss_growth_bytes_per_min"`
+	// RetainedSlopeSE is the standard error of RetainedSlope: samples move
+	// with the work in flight when they are taken, so a short soak cannot
+	// tell a slope much smaller than about twice this from none.
+	RetainedSlopeSE float64 `json:"retained_rss_growth_se_bytes_per_min"`
 	// HeapSlope is the same for the live Go heap (after a collection): the
 	// embedded NATS server's included.
 	HeapSlope float64 `json:"heap_growth_bytes_per_min"`
+	// GoroutinesFirst and GoroutinesLast count goroutines at the first and
+	// last sample after the first fifth: a leak of them would show here.
+	GoroutinesFirst int `json:"goroutines_first"`
+	GoroutinesLast  int `json:"goroutines_last"`
 }
 
 type soakSample struct {
-	Seconds   float64 `json:"t_s"`
-	RSSBytes  int64   `json:"rss_bytes"`
-	HeapBytes uint64  `json:"heap_live_bytes"`
+	Seconds       float64 `json:"t_s"`
+	RSSBytes      int64   `json:"rss_bytes"`
+	RetainedBytes int64   `json:"rss_retained_bytes"`
+	HeapBytes     uint64  `json:"heap_live_bytes"`
+	Goroutines    int     `json:"goroutines"`
 }
 
 // soak runs the trivial pipeline for c.duration with c.clients calls in
@@ -149,9 +166,10 @@ func (c *benchCommand) soak(ctx context.Context, bp *benchPipeline, names []stri
 	sample := func() {
 		var ms runtime.MemStats
 		rss := procStatus("VmRSS")
-		runtime.GC() // what is live, not what awaits collection
+		debug.FreeOSMemory() // a collection, and free pages returned: what is live, not what awaits collection
 		runtime.ReadMemStats(&ms)
-		sr.Samples = append(sr.Samples, soakSample{Seconds: time.Since(began).Seconds(), RSSBytes: rss, HeapBytes: ms.HeapAlloc})
+		sr.Samples = append(sr.Samples, soakSample{Seconds: time.Since(began).Seconds(), RSSBytes: rss,
+			RetainedBytes: procStatus("VmRSS"), HeapBytes: ms.HeapAlloc, Goroutines: runtime.NumGoroutine()})
 		bar.done.Store(int64(time.Since(began).Seconds()))
 	}
 	var next, done, failed atomic.Int64
@@ -196,24 +214,39 @@ func (c *benchCommand) soak(ctx context.Context, bp *benchPipeline, names []stri
 		sr.RSSMax = max(sr.RSSMax, s.RSSBytes)
 	}
 	steady := sr.Samples[len(sr.Samples)/5:]
-	sr.RSSSlope = slopePerMin(steady, func(s soakSample) float64 { return float64(s.RSSBytes) })
-	sr.HeapSlope = slopePerMin(steady, func(s soakSample) float64 { return float64(s.HeapBytes) })
+	sr.RSSSlope, _ = slopePerMin(steady, func(s soakSample) float64 { return float64(s.RSSBytes) })
+	sr.RetainedSlope, sr.RetainedSlopeSE = slopePerMin(steady, func(s soakSample) float64 { return float64(s.RetainedBytes) })
+	sr.HeapSlope, _ = slopePerMin(steady, func(s soakSample) float64 { return float64(s.HeapBytes) })
+	sr.GoroutinesFirst, sr.GoroutinesLast = steady[0].Goroutines, steady[len(steady)-1].Goroutines
 	return sr, nil
 }
 
-// slopePerMin is the least-squares slope of v over time, per minute.
-func slopePerMin(ss []soakSample, v func(soakSample) float64) float64 {
-	if len(ss) < 2 {
-		return 0
-	}
-	var st, sv, stt, stv float64
-	for _, s := range ss {
-		st, sv, stt, stv = st+s.Seconds, sv+v(s), stt+s.Seconds*s.Seconds, stv+s.Seconds*v(s)
-	}
+// slopePerMin is the least-squares slope of v over time, per minute, and
+// its standard error.
+func slopePerMin(ss []soakSample, v func(soakSample) float64) (slope, se float64) {
 	n := float64(len(ss))
-	den := n*stt - st*st
-	if den == 0 {
-		return 0
+	if n < 2 {
+		return 0, 0
 	}
-	return 60 * (n*stv - st*sv) / den
+	var mt, mv float64
+	for _, s := range ss {
+		mt, mv = mt+s.Seconds/n, mv+v(s)/n
+	}
+	var stt, stv float64
+	for _, s := range ss {
+		stt, stv = stt+(s.Seconds-mt)*(s.Seconds-mt), stv+(s.Seconds-mt)*(v(s)-mv)
+	}
+	if stt == 0 {
+		return 0, 0
+	}
+	b := stv / stt
+	if n > 2 {
+		var rss float64
+		for _, s := range ss {
+			r := v(s) - mv - b*(s.Seconds-mt)
+			rss += r * r
+		}
+		se = math.Sqrt(rss / (n - 2) / stt)
+	}
+	return 60 * b, 60 * se
 }

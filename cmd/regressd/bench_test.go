@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -43,7 +44,8 @@ func TestBenchJSON(t *testing.T) {
 		"webhook.trivial_p50_ms", "webhook.engine_p50_ms", "webhook.engine_own_p50_ms", "webhook.overhead_p50_ms",
 		"ratios.pipeline_trivial_vs_raw_copy", "ratios.pipeline_engine_vs_direct_loop",
 		"ratios.bus_bytes_vs_direct_sent_bytes", "ratios.bus_bytes_vs_direct_context_bytes",
-		"soak.tasks", "soak.rss_growth_bytes_per_min",
+		"soak.tasks", "soak.rss_growth_bytes_per_min", "soak.retained_rss_growth_bytes_per_min",
+		"soak.retained_rss_growth_se_bytes_per_min", "soak.goroutines_last",
 	} {
 		if _, ok := lookup(rep, key); !ok {
 			t.Errorf("report has no %s", key)
@@ -118,5 +120,26 @@ func TestBenchPredictorRefusedOutsideBench(t *testing.T) {
 	req.Model = worker.BenchModel
 	if got, err := worker.NewBenchPredictor().Predict(context.Background(), req); err != nil || len(got) != 1 || got[0] != 2 {
 		t.Fatalf("trivial prediction=%v err=%v, want the context mean 2", got, err)
+	}
+}
+
+// TestSlopePerMin: a line has its slope and no error; noise around a flat
+// line has a slope within a few standard errors of none.
+func TestSlopePerMin(t *testing.T) {
+	var line, flat []soakSample
+	for i := range 20 {
+		s := float64(30 * i)
+		line = append(line, soakSample{Seconds: s, RetainedBytes: int64(100 + 2*s)})
+		flat = append(flat, soakSample{Seconds: s, RetainedBytes: int64(1000 + 50*(i%3))})
+	}
+	v := func(s soakSample) float64 { return float64(s.RetainedBytes) }
+	if b, se := slopePerMin(line, v); math.Abs(b-120) > 1e-9 || se > 1e-9 {
+		t.Fatalf("line: slope %v ± %v per minute, want 120 ± 0", b, se)
+	}
+	if b, se := slopePerMin(flat, v); se <= 0 || math.Abs(b) > 3*se {
+		t.Fatalf("flat: slope %v ± %v per minute, want 0 within 3 standard errors", b, se)
+	}
+	if b, se := slopePerMin(line[:1], v); b != 0 || se != 0 {
+		t.Fatalf("one sample: %v ± %v", b, se)
 	}
 }
