@@ -121,8 +121,14 @@ func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.
 // storeContext stores a task's context (body, an encoded record) with its
 // plan: the meta (hdr, its JSON) and its batches' timestamps (encodePlan).
 func (p *Producer) storeContext(ctx context.Context, taskID string, body, hdr, plan []byte) (*jetstream.ObjectInfo, error) {
-	info, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.ContextObject(taskID), Metadata: map[string]string{
-		planMetaKey: string(hdr), planBatchesKey: base64.StdEncoding.EncodeToString(plan)}}, bytes.NewReader(body))
+	meta := jetstream.ObjectMeta{Name: schemas.ContextObject(taskID), Metadata: map[string]string{
+		planMetaKey: string(hdr), planBatchesKey: base64.StdEncoding.EncodeToString(plan)}}
+	if len(body) < defaultChunk {
+		// Put allocates a whole chunk to read into: a smaller context needs
+		// no more than itself.
+		meta.Opts = &jetstream.ObjectMetaOptions{ChunkSize: uint32(max(len(body), 1))}
+	}
+	info, err := p.obj.Put(ctx, meta, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("store context: %w", err)
 	}
@@ -168,6 +174,9 @@ func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hd
 	}
 	return nil
 }
+
+// defaultChunk is the object store's chunk size when none is given.
+const defaultChunk = 128 << 10
 
 // publishTimeout bounds the wait for a job's batches to be stored.
 const publishTimeout = 30 * time.Second

@@ -116,6 +116,7 @@ func exampleTags(key string) string {
 // rows (target empty, every feature present), oldest first. Rows missing a
 // feature are neither.
 func (w window) split() (examples, queries []int) {
+	examples, queries = make([]int, 0, w.rows()), make([]int, 0, w.target.NullN())
 	for i := 0; i < w.rows(); i++ {
 		if !w.featuresPresent(i) {
 			continue

@@ -79,6 +79,7 @@ var zstdCodec = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
 // one ZSTD frame.
 func EncodeRecord(rec arrow.RecordBatch) ([]byte, error) {
 	var buf bytes.Buffer
+	buf.Grow(encodedSize(rec))
 	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()), ipc.WithAllocator(memory.DefaultAllocator))
 	if err := w.Write(rec); err != nil {
 		return nil, fmt.Errorf("encode arrow: %w", err)
@@ -88,6 +89,20 @@ func EncodeRecord(rec arrow.RecordBatch) ([]byte, error) {
 	}
 	enc, _ := zstdCodec()
 	return enc.EncodeAll(buf.Bytes(), make([]byte, 0, buf.Len()/2+64)), nil
+}
+
+// encodedSize estimates the bytes of rec's IPC stream: its buffers, padded,
+// and room for the schema and the message headers.
+func encodedSize(rec arrow.RecordBatch) int {
+	n := 1024
+	for _, col := range rec.Columns() {
+		for _, b := range col.Data().Buffers() {
+			if b != nil {
+				n += b.Len() + 8
+			}
+		}
+	}
+	return n
 }
 
 // DecodeRecord reads the single record of an Arrow IPC stream, compressed
