@@ -391,7 +391,7 @@ func (c *benchCommand) run(ctx context.Context, st *stack, log *slog.Logger, com
 		return nil, err
 	}
 	if c.duration > 0 {
-		if rep.Soak, err = c.soak(ctx, bp, trivialNames, tasks); err != nil {
+		if rep.Soak, err = c.soak(ctx, st, bp, trivialNames, tasks); err != nil {
 			return nil, err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/worker"
 )
 
@@ -125,8 +126,14 @@ type soakResult struct {
 	RSSFirst    int64        `json:"rss_first_bytes"`
 	RSSLast     int64        `json:"rss_last_bytes"`
 	RSSMax      int64        `json:"rss_max_bytes"`
+	// WarmupSeconds is the soak's start left out of the slopes: its first
+	// fifth, or three duplicate windows of the bus if longer. The server
+	// holds every message id for the window and frees expired ones only
+	// when they are twice the live ones, so its dedupe memory settles after
+	// about three windows (six minutes at the default two).
+	WarmupSeconds float64 `json:"warmup_seconds"`
 	// RSSSlope is the least-squares growth of RSS over the samples after
-	// the first fifth (warm-up), in bytes per minute.
+	// the warm-up, in bytes per minute.
 	RSSSlope float64 `json:"rss_growth_bytes_per_min"`
 	// RetainedSlope is the same for the RSS the process retains: after a
 	// collection that returns free pages to the system. RSS as sampled
@@ -141,7 +148,7 @@ type soakResult struct {
 	// embedded NATS server's included.
 	HeapSlope float64 `json:"heap_growth_bytes_per_min"`
 	// GoroutinesFirst and GoroutinesLast count goroutines at the first and
-	// last sample after the first fifth: a leak of them would show here.
+	// last sample after the warm-up: a leak of them would show here.
 	GoroutinesFirst int `json:"goroutines_first"`
 	GoroutinesLast  int `json:"goroutines_last"`
 }
@@ -157,8 +164,11 @@ type soakSample struct {
 // soak runs the trivial pipeline for c.duration with c.clients calls in
 // flight, each run a window of its own (the task's window, its end moved by
 // one microsecond per run), sampling the process's memory.
-func (c *benchCommand) soak(ctx context.Context, bp *benchPipeline, names []string, tasks []benchTask) (*soakResult, error) {
-	sr := &soakResult{}
+func (c *benchCommand) soak(ctx context.Context, st *stack, bp *benchPipeline, names []string, tasks []benchTask) (*soakResult, error) {
+	sr := &soakResult{WarmupSeconds: c.duration.Seconds() / 5}
+	if info, err := st.js.Stream(ctx, schemas.StreamResults); err == nil {
+		sr.WarmupSeconds = max(sr.WarmupSeconds, 3*info.CachedInfo().Config.Duplicates.Seconds())
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
 	bar := newProgress(c.m.Stderr, "soak (seconds)", int(c.duration.Seconds()))
@@ -213,7 +223,10 @@ func (c *benchCommand) soak(ctx context.Context, bp *benchPipeline, names []stri
 	for _, s := range sr.Samples {
 		sr.RSSMax = max(sr.RSSMax, s.RSSBytes)
 	}
-	steady := sr.Samples[len(sr.Samples)/5:]
+	steady := sr.Samples
+	for len(steady) > 3 && steady[0].Seconds < sr.WarmupSeconds {
+		steady = steady[1:]
+	}
 	sr.RSSSlope, _ = slopePerMin(steady, func(s soakSample) float64 { return float64(s.RSSBytes) })
 	sr.RetainedSlope, sr.RetainedSlopeSE = slopePerMin(steady, func(s soakSample) float64 { return float64(s.RetainedBytes) })
 	sr.HeapSlope, _ = slopePerMin(steady, func(s soakSample) float64 { return float64(s.HeapBytes) })

@@ -189,14 +189,23 @@ func (r *benchReport) compare() {
 	}
 	if s := r.Soak; s != nil {
 		g := s.RetainedSlope / (1 << 20)
-		r.Targets = append(r.Targets, benchTarget{fmt.Sprintf("retained RSS growth under load, MiB/min (%.0fs soak, after its first fifth)", s.Seconds),
-			g, fmt.Sprintf("≤ %d (steady)", steadyMiBPerMin), g <= steadyMiBPerMin})
+		name := fmt.Sprintf("retained RSS growth under load, MiB/min (%.0fs soak, after %.0fs of warm-up)", s.Seconds, s.WarmupSeconds)
+		if judged := s.Seconds - s.WarmupSeconds; judged < minJudged.Seconds() {
+			// Too few minutes past the warm-up to tell a slope from noise.
+			r.Targets = append(r.Targets, benchTarget{name, g,
+				fmt.Sprintf("≤ %d (steady): soak too short, give --duration ≥ %.0fs", steadyMiBPerMin, s.WarmupSeconds+minJudged.Seconds()), false})
+		} else {
+			r.Targets = append(r.Targets, benchTarget{name, g, fmt.Sprintf("≤ %d (steady)", steadyMiBPerMin), g <= steadyMiBPerMin})
+		}
 	}
 }
 
 // steadyMiBPerMin is how much retained RSS may grow under the soak, after
-// its first fifth, and still count as steady.
+// its warm-up, and still count as steady.
 const steadyMiBPerMin = 1
+
+// minJudged is the shortest stretch after the warm-up whose slope is judged.
+const minJudged = 3 * time.Minute
 
 func (r *benchReport) medianRound() float64 {
 	v := make([]float64, len(r.Rounds))
@@ -240,8 +249,8 @@ func (r *benchReport) writeTable(w io.Writer) {
 			wh.Runs, wh.ContextRows, wh.QueryRows, wh.TrivialP50Ms, wh.EngineP50Ms, wh.EngineP99Ms, wh.EngineOwnP50Ms, wh.OverheadP50Ms, wh.OverheadP99Ms)
 	}
 	if s := r.Soak; s != nil {
-		fmt.Fprintf(w, "soak %.0fs: %d tasks (%.1f/s, %d failed); RSS %s → %s (max %s), growth after the first fifth %+.1f MiB/min RSS, %+.1f ± %.1f MiB/min retained RSS, %+.1f MiB/min live Go heap (embedded NATS included); goroutines %d → %d\n",
-			s.Seconds, s.Tasks, s.TasksPerSec, s.FailedTasks, mib(s.RSSFirst), mib(s.RSSLast), mib(s.RSSMax), s.RSSSlope/(1<<20),
+		fmt.Fprintf(w, "soak %.0fs: %d tasks (%.1f/s, %d failed); RSS %s → %s (max %s), growth after %.0fs of warm-up %+.1f MiB/min RSS, %+.1f ± %.1f MiB/min retained RSS, %+.1f MiB/min live Go heap (embedded NATS included); goroutines %d → %d\n",
+			s.Seconds, s.Tasks, s.TasksPerSec, s.FailedTasks, mib(s.RSSFirst), mib(s.RSSLast), mib(s.RSSMax), s.WarmupSeconds, s.RSSSlope/(1<<20),
 			s.RetainedSlope/(1<<20), s.RetainedSlopeSE/(1<<20), s.HeapSlope/(1<<20), s.GoroutinesFirst, s.GoroutinesLast)
 	}
 	if len(r.Rounds) > 1 {
