@@ -200,7 +200,7 @@ func WriteGroup(ctx context.Context, tx pgx.Tx, ws []Write) ([]int64, error) {
 			return nil, copyErr
 		}
 		for _, j := range same {
-			if copyErr == nil {
+			if copyErr == nil || len(ws[j].Points) == 0 {
 				out[j] = int64(len(ws[j].Points))
 				continue
 			}

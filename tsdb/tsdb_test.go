@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,5 +126,48 @@ func TestRegressedIdentity(t *testing.T) {
 	}
 	if none, err := db.ExistingTimes(ctx, Series{Measurement: "absent", Target: "y"}, t0, t0.Add(time.Hour)); err != nil || len(none) != 0 {
 		t.Fatalf("missing output table: %v %v", none, err)
+	}
+}
+
+// TestWriteGroup: series of one table share a COPY; written again, the
+// group falls back to upserting each series and replaces its values.
+func TestWriteGroup(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	a := Series{Measurement: "g", Target: "y", Model: "v/one", TagColumns: []string{"host"}, Tags: map[string]string{"host": "a"}}
+	b := Series{Measurement: "g", Target: "y", Model: "v/one", TagColumns: []string{"host"}, Tags: map[string]string{"host": "b"}}
+	other := Series{Measurement: "h", Target: "y", Model: "v/one"}
+	write := func(v float64) []int64 {
+		t.Helper()
+		var n []int64
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			for _, s := range []Series{a, other} {
+				if err := EnsureRegressed(ctx, tx, s); err != nil {
+					return err
+				}
+			}
+			var err error
+			n, err = WriteGroup(ctx, tx, []Write{
+				{a, []Point{{t0, v}, {t0.Add(time.Hour), v}}},
+				{other, []Point{{t0, v}}},
+				{b, []Point{{t0, v}}},
+				{b, nil},
+			})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, v := range []float64{1, 2} { // the second write replaces the first
+		if got := write(v); !slices.Equal(got, []int64{2, 1, 1, 0}) {
+			t.Fatalf("write %v: written %v, want [2 1 1 0]", v, got)
+		}
+		var rows int
+		var sum float64
+		if err := pool.QueryRow(ctx, `SELECT count(*), sum(value) FROM g_regressed`).Scan(&rows, &sum); err != nil || rows != 3 || sum != 3*v {
+			t.Fatalf("after write %v: %d rows summing to %v (%v), want 3 rows of %v", v, rows, sum, err, v)
+		}
 	}
 }
