@@ -227,6 +227,7 @@ func (w *Worker) context(ctx context.Context, meta schemas.TaskMeta, nFeatures i
 			return
 		}
 		defer rec.Release()
+		w.log.Debug("context loaded", "task_id", meta.TaskID, "rows", rec.NumRows(), "bytes", len(body), "chunks", meta.ContextChunks)
 		lc.x = columnsToRows(rec, 0)
 		lc.y = append([]float64(nil), rec.Column(nFeatures).(*array.Float64).Float64Values()...)
 		lc.x = lc.x[:len(lc.y)]

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -259,4 +262,50 @@ func TestScheduleSkipsTicksWhileARunIsUnderWay(t *testing.T) {
 	if skipped == 0 {
 		t.Fatalf("no tick skipped while 2.5 s runs overlapped 1 s ticks:\n%s", body)
 	}
+}
+
+// TestContextOfSeveralChunks: a context larger than one object-store chunk
+// (128 KiB) reaches the model whole; smaller ones are read with one request.
+func TestContextOfSeveralChunks(t *testing.T) {
+	var mu sync.Mutex
+	var trainRows []int
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			XTrain [][]float64 `json:"X_train"`
+		}
+		json.Unmarshal(body, &req)
+		mu.Lock()
+		trainRows = append(trainRows, len(req.XTrain))
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		answerLikeVendor(w, r)
+	}))
+	t.Cleanup(vendor.Close)
+	e := startEnv(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+	e.makeTable(seriesSpec{table: "big", start: t0, rows: 8000, gapEach: 5})
+	e.createTrigger("big", "request:big", argsModel("big", "vendor/model-x", "max_train_rows=6000"))
+	st, out := e.engine("big", window(t0, t0.Add(8000*time.Hour)))
+	if r := result(t, out); st != http.StatusOK || r["status"] != "success" || num(r["written"]) != 1600 {
+		t.Fatalf("HTTP %d %v, want success with 1600 written", st, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(trainRows) != 2 || trainRows[0] != 6000 || trainRows[1] != 6000 {
+		t.Fatalf("context rows per call %v, want 6000 in each of 2 calls", trainRows)
+	}
+	if logs := e.logs.String(); !regexp.MustCompile(`context loaded.* rows=6000 .*chunks=[2-9]`).MatchString(logs) {
+		t.Fatalf("the context was not read from several chunks:\n%s", grepLines(logs, "context loaded"))
+	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
