@@ -2,8 +2,6 @@ package producer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -197,8 +195,7 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	}
 	// The digest keys the workers' and the engine's caches: tasks over the
 	// same rows share their decoded and fitted contexts.
-	sum := sha256.Sum256(body)
-	meta.ContextDigest = hex.EncodeToString(sum[:])
+	meta.ContextDigest = schemas.ContextDigest(body)
 	batches := cut(queries, a.PredictBatchSize)
 	meta.Batches = len(batches)
 	log.Info("task planned", "context_rows", meta.ContextRows, "query_rows", meta.QueryRows, "batches", meta.Batches,

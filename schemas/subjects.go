@@ -29,6 +29,14 @@ const (
 // forgotten when its task no longer needs it.
 func ContextObject(taskID string) string { return "context/" + taskID }
 
+// ContextDigest is the digest of an encoded context (TaskMeta's
+// ContextDigest): it keys the workers' and the engine's caches, and a
+// worker checks a context it reads against it.
+func ContextDigest(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
+}
+
 // Subject prefixes; the trigger name is the last token.
 const (
 	SubjectJobs    = "regress.jobs."

@@ -2,8 +2,6 @@ package worker
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -254,7 +252,7 @@ func (w *Worker) readContext(ctx context.Context, meta schemas.TaskMeta) ([]byte
 		if err != nil {
 			return nil, err
 		}
-		if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != meta.ContextDigest {
+		if schemas.ContextDigest(body) != meta.ContextDigest {
 			return nil, Final(fmt.Errorf("context %s does not match its digest", meta.ContextDigest[:12]))
 		}
 		return body, nil

@@ -362,10 +362,9 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses,
 	var writers []int // the result of each write
 	ready := map[string]bool{}
 	for i, r := range rs {
-		log := w.log.With("task_id", r.meta.TaskID, "batch", r.batch)
 		switch {
 		case !fresh[i]:
-			log.Debug("result already written; redelivery ignored")
+			w.log.Debug("result already written; redelivery ignored", "task_id", r.meta.TaskID, "batch", r.batch)
 			continue
 		case r.batch < 0:
 			if err := settleVerdict(ctx, tx, r.meta.TaskID, r.status, r.msg, r.code); err != nil {
