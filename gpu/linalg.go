@@ -57,10 +57,12 @@ func cholesky(a []float64, n int) error {
 				ri := a[(k+kb+i)*n+k+kb:]
 				pi := panel[i*kb : (i+1)*kb]
 				j := 0
-				for ; j+2 <= i+1; j += 2 {
-					d0, d1 := dot2(pi, panel[j*kb:(j+1)*kb], panel[(j+1)*kb:(j+2)*kb])
+				for ; j+4 <= i+1; j += 4 {
+					d0, d1, d2, d3 := dot4(pi, panel[j*kb:], panel[(j+1)*kb:], panel[(j+2)*kb:], panel[(j+3)*kb:])
 					ri[j] -= d0
 					ri[j+1] -= d1
+					ri[j+2] -= d2
+					ri[j+3] -= d3
 				}
 				for ; j <= i; j++ {
 					ri[j] -= dot(pi, panel[j*kb:(j+1)*kb])
@@ -141,10 +143,15 @@ func invFull(xt []float64, n int) []float64 {
 	inv := make([]float64, n*n)
 	parallelFor(n, 8, func(lo, hi int) {
 		for a := lo; a < hi; a++ {
-			ra := xt[a*n:]
-			for b := 0; b <= a; b++ {
-				// Column a of L⁻¹ is zero above a, so the sum starts at a.
-				inv[a*n+b] = dot(ra[a:n], xt[b*n+a:b*n+n])
+			// Column a of L⁻¹ is zero above a, so the sums start at a.
+			ra := xt[a*n+a : a*n+n]
+			b := 0
+			for ; b+4 <= a+1; b += 4 {
+				inv[a*n+b], inv[a*n+b+1], inv[a*n+b+2], inv[a*n+b+3] = dot4(ra,
+					xt[b*n+a:], xt[(b+1)*n+a:], xt[(b+2)*n+a:], xt[(b+3)*n+a:])
+			}
+			for ; b <= a; b++ {
+				inv[a*n+b] = dot(ra, xt[b*n+a:b*n+n])
 			}
 		}
 	})
@@ -154,27 +161,4 @@ func invFull(xt []float64, n int) []float64 {
 		}
 	}
 	return inv
-}
-
-// dot2 is two dot products sharing a, each summed in dot's fixed order.
-func dot2(a, b, c []float64) (float64, float64) {
-	b = b[:len(a)]
-	c = c[:len(a)]
-	var s0, s1, s2, s3, t0, t1, t2, t3 float64
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-		t0 += a[i] * c[i]
-		t1 += a[i+1] * c[i+1]
-		t2 += a[i+2] * c[i+2]
-		t3 += a[i+3] * c[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-		t0 += a[i] * c[i]
-	}
-	return (s0 + s1) + (s2 + s3), (t0 + t1) + (t2 + t3)
 }
