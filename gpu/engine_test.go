@@ -283,3 +283,45 @@ func TestConcurrentPredict(t *testing.T) {
 		sameBits(t, "concurrent", want, outs[g])
 	}
 }
+
+// TestExtremeScales: a target or a feature of any finite magnitude is
+// standardised, so scaling it by 1e±160 (past where squares overflow or
+// underflow) scales the predictions with it instead of losing them.
+func TestExtremeScales(t *testing.T) {
+	X, y := synth(80, 3, 11)
+	predict := func(X [][]float64, y []float64) []float64 {
+		t.Helper()
+		r, _ := NewRegressor("regressd/model-2l")
+		if err := r.Fit(X, y); err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.Predict(X[:10])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base := predict(X, y)
+	for _, scale := range []float64{1e160, 1e-160} {
+		ys := make([]float64, len(y))
+		Xs := make([][]float64, len(X))
+		for i := range y {
+			ys[i] = y[i] * scale
+			Xs[i] = []float64{X[i][0] * scale, X[i][1], X[i][2]}
+		}
+		for name, got := range map[string][]float64{
+			"target":  predict(X, ys),
+			"feature": predict(Xs, y),
+		} {
+			want := 1.0
+			if name == "target" {
+				want = scale
+			}
+			for i := range base {
+				if d := math.Abs(got[i]/want - base[i]); !(d <= 1e-6*(1+math.Abs(base[i]))) {
+					t.Fatalf("%s ×%g: prediction %d = %g, want %g×%g", name, scale, i, got[i], base[i], want)
+				}
+			}
+		}
+	}
+}

@@ -82,18 +82,8 @@ func fitPrep(X [][]float64, y []float64) (*prep, []float64, []float64, error) {
 	pp.mean = make([]float64, w)
 	pp.scale = make([]float64, w)
 	for c := range w {
-		var s float64
-		for i := range n {
-			s += raw[i*w+c]
-		}
-		m := s / float64(n)
-		var v float64
-		for i := range n {
-			d := raw[i*w+c] - m
-			v += d * d
-		}
-		sd := math.Sqrt(v / float64(n))
-		if sd == 0 || math.IsNaN(sd) {
+		m, sd := meanSD(n, func(i int) float64 { return raw[i*w+c] })
+		if sd == 0 {
 			sd = 1
 		}
 		pp.mean[c], pp.scale[c] = m, sd
@@ -104,17 +94,8 @@ func fitPrep(X [][]float64, y []float64) (*prep, []float64, []float64, error) {
 		pp.fitProjection(z, n, w)
 		z = pp.project(z, n)
 	}
-	var ym float64
-	for _, v := range y {
-		ym += v
-	}
-	ym /= float64(n)
-	var yv float64
-	for _, v := range y {
-		yv += (v - ym) * (v - ym)
-	}
-	ys := math.Sqrt(yv / float64(n))
-	if ys == 0 || math.IsNaN(ys) {
+	ym, ys := meanSD(n, func(i int) float64 { return y[i] })
+	if ys == 0 {
 		ys = 1
 	}
 	pp.yMean, pp.yScale = ym, ys
@@ -123,6 +104,43 @@ func fitPrep(X [][]float64, y []float64) (*prep, []float64, []float64, error) {
 		yt[i] = (v - ym) / ys
 	}
 	return pp, z, yt, nil
+}
+
+// meanSD returns the mean and the (population) standard deviation of the n
+// finite values at(0…n−1). Values so large that their sum or squared
+// deviations overflow (|x| ≳ 1e154), or so small that the squares
+// underflow, are summed scaled by their largest magnitude instead, so any
+// finite column or target standardises; other values take the plain sums,
+// whose bits the rest of the engine is tested against.
+func meanSD(n int, at func(i int) float64) (m, sd float64) {
+	plain := func(scale float64) (float64, float64) {
+		var s float64
+		for i := range n {
+			s += at(i) / scale
+		}
+		m := s / float64(n)
+		var v float64
+		for i := range n {
+			d := at(i)/scale - m
+			v += d * d
+		}
+		return m, math.Sqrt(v / float64(n))
+	}
+	m, sd = plain(1)
+	if !math.IsInf(m, 0) && !math.IsNaN(sd) && !math.IsInf(sd, 0) && sd > 1e-140 {
+		return m, sd
+	}
+	var amax float64
+	constant := true
+	for i := range n {
+		amax = max(amax, math.Abs(at(i)))
+		constant = constant && at(i) == at(0)
+	}
+	if constant {
+		return at(0), 0
+	}
+	m, sd = plain(amax)
+	return m * amax, sd * amax
 }
 
 // rawRows imputes and lays out the kept columns then the indicators.
