@@ -85,7 +85,7 @@ func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(c.m.Stdout, "created trigger %s (%s)\n", t.Name, t.Spec)
 		if strings.HasPrefix(t.Spec, "request:") {
-			fmt.Fprintf(c.m.Stdout, "run it: curl -X POST %s/api/v3/engine/%s -H 'X-Service-Api-Key: $KEY' -d '{}'\n", c.server, strings.TrimPrefix(t.Spec, "request:"))
+			fmt.Fprintf(c.m.Stdout, "run it: curl -X POST %s/api/v3/engine/%s -H \"X-Service-Api-Key: $SERVICE_API_KEY\" -d '{}'\n", c.server, strings.TrimPrefix(t.Spec, "request:"))
 		}
 		return nil
 	case "list":
