@@ -333,8 +333,12 @@ func (p *Policy) decodeField(bit policyFields, name string, v json.RawMessage) s
 }
 
 // jsonInteger accepts a JSON number with an integral value (2048, 2048.0,
-// 1e6) that fits in an int64.
+// 1e6) that fits in an int64. A string is refused, even one holding a
+// number, which decoding into json.Number would accept.
 func jsonInteger(v json.RawMessage) (int64, bool) {
+	if t := bytes.TrimSpace(v); len(t) > 0 && t[0] == '"' {
+		return 0, false
+	}
 	var n json.Number
 	if err := json.Unmarshal(v, &n); err != nil {
 		return 0, false
