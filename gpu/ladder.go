@@ -174,7 +174,7 @@ func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
 			out[i] = c.pp.yMean
 		}
 		r.mu.Lock()
-		r.report = MemoryReport{Policy: r.policy, DroppedContextRows: r.dropped, Rung: RungNoCache, QueryChunk: min(r.queryBatch, nq)}
+		r.report = MemoryReport{Policy: r.resolvedPolicy(), DroppedContextRows: r.dropped, Rung: RungNoCache, QueryChunk: min(r.queryBatch, nq)}
 		r.mu.Unlock()
 		return out, nil
 	}
@@ -182,7 +182,7 @@ func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
 	if room := r.elementsBudget()/int64(max(c.pp.inCols, 1)) - int64(c.n); int64(qc) > room {
 		qc = int(max(room, 1))
 	}
-	rep := MemoryReport{Policy: r.policy, DroppedContextRows: r.dropped, Rung: RungNoCache}
+	rep := MemoryReport{Policy: r.resolvedPolicy(), DroppedContextRows: r.dropped, Rung: RungNoCache}
 	if len(c.layers) > 0 {
 		rep.EstCacheGB = gib(r.estBytes(CacheDTypeBF16))
 	}

@@ -130,6 +130,16 @@ func (r *Regressor) elementsBudget() int64 {
 	return max(r.dev.Capacity()/16, 1)
 }
 
+// resolvedPolicy is the policy as the report states it: elements_budget
+// holds the cap in force, derived from device memory when the caller left
+// it unset.
+func (r *Regressor) resolvedPolicy() Policy {
+	p := r.policy
+	eb := r.elementsBudget()
+	p.ElementsBudget = &eb
+	return p
+}
+
 // Fit learns from the context X (rows × features; NaN or ±Inf cells are
 // missing) and targets y. See prep for how missing cells are handled.
 func (r *Regressor) Fit(X [][]float64, y []float64) error {

@@ -34,6 +34,10 @@ func TestReportJSON(t *testing.T) {
 	if m["rung"] != RungResidentBF16 || m["query_chunk"] != float64(16) {
 		t.Errorf("rung %v query_chunk %v", m["rung"], m["query_chunk"])
 	}
+	// elements_budget is the cap in force, derived when the caller left it unset.
+	if want := float64(DefaultDeviceMemoryBytes / 16); m["elements_budget"] != want {
+		t.Errorf("elements_budget %v, want the derived %v", m["elements_budget"], want)
+	}
 	// A report passed back as a policy is rejected (seed, Errors rule 4).
 	if _, err := ParsePolicy(b); err == nil {
 		t.Error("a memory report parsed as a policy")
