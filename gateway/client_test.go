@@ -216,7 +216,7 @@ func TestClientRetries(t *testing.T) {
 			calls:  1, wantErr: "HTTP 400: X_test width 3 != X_train width 2", status: 400},
 		{name: "401 is not retried",
 			script: []reply{{status: 401, body: `{"message": "bad key"}`}},
-			calls:  1, wantErr: "does not accept this API key", status: 401},
+			calls:  1, wantErr: "wants 'Authorization: Api-Key <key>'", status: 401},
 		{name: "403 is not retried",
 			script: []reply{{status: 403, body: `{"detail": "Forbidden"}`}},
 			calls:  1, wantErr: "HTTP 403 (the API key was refused", status: 403},
@@ -426,7 +426,7 @@ func TestClientAgainstOurServer(t *testing.T) {
 		t.Fatalf("unknown model: %v", err)
 	}
 	bad, _ := NewClient(g.http.URL, "rgd_nope", testModel())
-	if _, err := bad.Predict(ctx, X, y, Xq, nil); !errors.As(err, &he) || he.Status != 401 {
+	if _, err := bad.Predict(ctx, X, y, Xq, nil); !errors.As(err, &he) || he.Status != 403 {
 		t.Fatalf("bad key: %v", err)
 	}
 }

@@ -28,9 +28,9 @@ func (e *HTTPError) Error() string {
 	hint := ""
 	switch e.Status {
 	case http.StatusUnauthorized:
-		hint = " (the gateway does not accept this API key; check it)"
+		hint = " (the gateway wants 'Authorization: Api-Key <key>')"
 	case http.StatusForbidden:
-		hint = " (the API key was refused: revoked, or not allowed this model)"
+		hint = " (the API key was refused: unknown, revoked, or not allowed this model)"
 	case http.StatusNotFound:
 		hint = " (the model is unknown to the gateway or not granted to this key)"
 	case http.StatusTooManyRequests:

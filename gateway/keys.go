@@ -20,7 +20,7 @@ import (
 
 // Errors of the key store, matched with errors.Is.
 var (
-	// ErrUnknownKey: the presented key is malformed or not ours (HTTP 401).
+	// ErrUnknownKey: the presented key is malformed or not ours (HTTP 403).
 	ErrUnknownKey = errors.New("unknown API key")
 	// ErrRevokedKey: the key was ours and has been revoked (HTTP 403).
 	ErrRevokedKey = errors.New("API key revoked")

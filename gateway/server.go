@@ -104,18 +104,25 @@ func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
 	log := s.log.With("request_id", reqID)
 
 	// Authenticate before reading the body: a stranger costs one lookup.
-	presented, ok := apiKey(r.Header.Get("Authorization"))
+	auth := r.Header.Get("Authorization")
+	presented, ok := apiKey(auth)
 	if !ok {
+		msg := "missing API key: send the header 'Authorization: Api-Key <key>'"
+		if auth != "" {
+			scheme, _, _ := strings.Cut(strings.TrimSpace(auth), " ")
+			msg = fmt.Sprintf("the Authorization header must read 'Api-Key <key>', not %q…", scheme)
+		}
 		w.Header().Set("WWW-Authenticate", `Api-Key realm="regressd"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "missing API key: send the header 'Authorization: Api-Key <key>'")
+		writeError(w, http.StatusUnauthorized, "unauthorized", msg)
 		return
 	}
 	key, err := s.keys.Authenticate(r.Context(), presented)
 	switch {
 	case errors.Is(err, ErrUnknownKey):
-		w.Header().Set("WWW-Authenticate", `Api-Key realm="regressd"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "unknown API key")
-		log.Info("predict refused", "status", 401, "reason", "unknown key")
+		// 403 as the hosted service answers a bad key; 401 is kept for a
+		// request that presents none.
+		writeError(w, http.StatusForbidden, "forbidden", "unknown API key")
+		log.Info("predict refused", "status", 403, "reason", "unknown key")
 		return
 	case errors.Is(err, ErrRevokedKey):
 		writeError(w, http.StatusForbidden, "forbidden", "this API key has been revoked")

@@ -73,7 +73,10 @@ func (g *testGateway) post(t *testing.T, key string, body any) (int, http.Header
 	}
 	req, _ := http.NewRequest(http.MethodPost, g.http.URL+"/predict", bytes.NewReader(b))
 	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
+	switch {
+	case strings.HasPrefix(key, "Bearer "): // a whole header, scheme included
+		req.Header.Set("Authorization", key)
+	case key != "":
 		req.Header.Set("Authorization", "Api-Key "+key)
 	}
 	res, err := http.DefaultClient.Do(req)
@@ -192,8 +195,9 @@ func TestPredictErrors(t *testing.T) {
 		want   string
 	}{
 		{"no key", "", body(10, 2, nil), 401, "missing API key"},
-		{"malformed key", "sk-123", body(10, 2, nil), 401, "unknown API key"},
-		{"unknown key", "rgd_0123456789abcdef_" + strings.Repeat("A", secretLen), body(10, 2, nil), 401, "unknown API key"},
+		{"bearer scheme", "Bearer " + g.key, body(10, 2, nil), 401, `must read 'Api-Key <key>', not "Bearer"`},
+		{"malformed key", "sk-123", body(10, 2, nil), 403, "unknown API key"},
+		{"unknown key", "rgd_0123456789abcdef_" + strings.Repeat("A", secretLen), body(10, 2, nil), 403, "unknown API key"},
 		{"revoked key", revoked, body(10, 2, nil), 403, "revoked"},
 		{"not JSON", g.key, `{"model": `, 400, "not valid JSON"},
 		{"python NaN", g.key, `{"model": "m", "X_train": [[NaN]], "y_train": [1], "X_test": [[1]]}`, 400, "NaN"},
