@@ -54,11 +54,16 @@ func (d Duration) String() string {
 // MarshalJSON writes the string form.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
-// UnmarshalJSON reads the string form.
+// UnmarshalJSON reads the string form, and "0s", which MarshalJSON writes
+// for a duration left unset (a message's field with no argument behind it).
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("duration must be a string like \"30d\"")
+	}
+	if s == Duration(0).String() {
+		*d = 0
+		return nil
 	}
 	v, err := ParseDuration(s)
 	if err != nil {

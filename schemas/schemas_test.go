@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -56,6 +57,13 @@ func TestParseDuration(t *testing.T) {
 	}
 	if got := Duration(30 * 24 * time.Hour).String(); got != "30d" {
 		t.Errorf("String=%s", got)
+	}
+	// An unset duration in a message survives its JSON round trip (a
+	// dead-lettered job's verdict carries none, and must still be read).
+	var m TaskMeta
+	b, _ := json.Marshal(TaskMeta{TaskID: "t_x"})
+	if err := json.Unmarshal(b, &m); err != nil || m.RequestTimeout != 0 {
+		t.Errorf("zero duration round trip: %v %v (%s)", m.RequestTimeout, err, b)
 	}
 }
 

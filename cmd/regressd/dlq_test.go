@@ -100,6 +100,8 @@ func TestPoisonMessagesReachDLQ(t *testing.T) {
 		{"regress.jobs.pz", with(schemas.HeaderTask, "t_garbage"), "{not json", "undecodable job"},
 		{"regress.jobs.pz", map[string]string{}, `{"schema":"1"}`, `schema version ""`},
 		{"regress.jobs.pz", with(), `{"schema":"0","task_id":"t_old"}`, `job schema "0"`},
+		{"regress.jobs.pz", with(), `{"schema":"99","task_id":"t_poison_job","trigger":"pz","args":{"measurement":"pz","field":"y","feature_fields":["x1","x2"],"model":"` +
+			defaultModel() + `"},"start":"2026-01-01T00:00:00Z","end":"2026-01-01T01:00:00Z","origin":"webhook"}`, `job schema "99"`},
 		{"regress.batches.pz", with(), "x", "batch without a readable task header"},
 		{"regress.batches.pz", with(schemas.HeaderTask, meta("t_poison_batch"), schemas.HeaderBatch, "7"), "x", `batch number "7" out of range`},
 		{"regress.batches.pz", with(schemas.HeaderTask, meta("t_poison_batch"), schemas.HeaderBatch, "0"), "ARROW1garbage", "decode arrow"},
@@ -129,7 +131,7 @@ func TestPoisonMessagesReachDLQ(t *testing.T) {
 		}
 	}
 	// Poison that names a task settles it: its waiters get an answer.
-	for _, id := range []string{"t_poison_batch", "t_poison_result"} {
+	for _, id := range []string{"t_poison_job", "t_poison_batch", "t_poison_result"} {
 		waitUntil(t, 15*time.Second, func() bool {
 			return e.count(`SELECT count(*) FROM regressd_tasks WHERE task_id = $1 AND status = 'failed'`, id) == 1
 		}, id+" settled as failed")
