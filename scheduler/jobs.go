@@ -68,7 +68,28 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 	if err != nil {
 		return "", false, fmt.Errorf("publish job: %w", err)
 	}
+	if !ack.Duplicate {
+		p.markQueued(ctx, job)
+	}
 	return job.TaskID, ack.Duplicate, nil
+}
+
+// markQueued records a published task as running, so that it is known
+// (polled, waited for) before the writer publishes its first summary. It
+// only creates: a summary the writer already stored is never replaced, and
+// the writer replaces this one with any summary that has news (see
+// writer.newer). A duplicate publish is not marked: its task's summary may
+// have expired after the task ended. A failure costs only the early view.
+func (p *Publisher) markQueued(ctx context.Context, job schemas.Job) {
+	now := time.Now().UTC()
+	b, err := json.Marshal(schemas.TaskSummary{TaskID: job.TaskID, Trigger: job.Trigger, Status: schemas.StatusRunning,
+		Start: job.Start, End: job.End, Model: job.Args.Model, Updated: now})
+	if err != nil {
+		return
+	}
+	if _, err := p.tasks.Create(ctx, job.TaskID, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		p.log.Warn("task not marked queued", "task_id", job.TaskID, "err", err)
+	}
 }
 
 // Task returns a task's summary; ok is false when there is none yet.

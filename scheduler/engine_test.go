@@ -1,0 +1,75 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regressd/regressd/bus/bustest"
+	"github.com/regressd/regressd/schemas"
+)
+
+// newTestScheduler starts a scheduler on a real JetStream, its routes on a
+// mux, with no producer or writer behind it: a published task stays queued.
+func newTestScheduler(t *testing.T) (*Scheduler, *http.ServeMux) {
+	t.Helper()
+	srv := bustest.New(t)
+	sealer, err := schemas.NewSealer([]byte("test-secret-0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := New(ctx, srv.JS, Config{Sealer: sealer, WaitTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	return s, mux
+}
+
+// do sends a request to mux and decodes the JSON answer.
+func do(t *testing.T, mux *http.ServeMux, method, url, body string) (int, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, url, bytes.NewReader([]byte(body)))
+	req.Header.Set(HeaderServiceKey, "k")
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, req)
+	var out map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatalf("%s %s: HTTP %d, not JSON: %q", method, url, rec.Code, rec.Body)
+	}
+	return rec.Code, out
+}
+
+// A task the engine endpoint accepted is running from the start, before
+// any writer has published a summary: the poll URL of the 202 answers it.
+func TestAcceptedTaskIsKnownAtOnce(t *testing.T) {
+	s, mux := newTestScheduler(t)
+	args, _ := SplitArgs("measurement=m,field=y,feature_fields=a,model=v/m")
+	if err := s.Store().Create(context.Background(), Trigger{Name: "plant", Spec: "request:plant", Args: args}); err != nil {
+		t.Fatal(err)
+	}
+	code, out := do(t, mux, http.MethodPost, "/api/v3/engine/plant", `{}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("POST: HTTP %d %v, want 202", code, out)
+	}
+	msg, _ := out["message"].(string)
+	_, poll, ok := strings.Cut(msg, "poll GET ")
+	if !ok || out["task_id"] == "" {
+		t.Fatalf("202 names no poll URL: %v", out)
+	}
+	code, out = do(t, mux, http.MethodGet, poll, "")
+	if code != http.StatusOK || out["status"] != schemas.StatusRunning || out["task_id"] == nil {
+		t.Fatalf("GET %s: HTTP %d %v, want 200 running", poll, code, out)
+	}
+	if code, out := do(t, mux, http.MethodGet, "/api/v3/engine/plant/tasks/t_never", ""); code != http.StatusNotFound {
+		t.Fatalf("a never-seen task: HTTP %d %v, want 404", code, out)
+	}
+}
