@@ -214,58 +214,68 @@ func (c *contextFit) looCandidates(rows []int, ard, iso gpHyper) [][]float64 {
 // a model fitted, hyperparameters included, on the other folds.
 func (c *contextFit) foldCandidates(cfg modelConfig, ys []float64, solveChunk int) ([][]float64, []float64) {
 	folds := max(cfg.folds, 2)
-	n, f := c.n, c.f
 	nh := len(c.layers) * headsPerLayer
 	out := make([][]float64, nh+1)
 	for k := range out {
-		out[k] = make([]float64, n)
+		out[k] = make([]float64, c.n)
 	}
-	for fo := range folds {
-		var tr, te []int
-		for i := range n {
-			if i%folds == fo {
-				te = append(te, i)
-			} else {
-				tr = append(tr, i)
-			}
+	// Folds are independent and each writes only its own rows of out, so
+	// they run in parallel without changing a bit.
+	parallelFor(folds, 1, func(lo, hi int) {
+		for fo := lo; fo < hi; fo++ {
+			c.foldPredict(cfg, ys, solveChunk, folds, fo, out)
 		}
-		m := len(tr)
-		zt := make([]float64, m*f)
-		yt := make([]float64, m)
-		for a, i := range tr {
-			copy(zt[a*f:(a+1)*f], c.z[i*f:(i+1)*f])
-			yt[a] = ys[i]
-		}
-		ard := fitGP(zt, m, f, yt, cfg.gp)
-		iso := ard
-		if cfg.isoGP {
-			iso = fitGPIso(zt, m, f, yt, cfg.gp)
-		}
-		layers := buildHeads(cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
-		trd, _, _ := fitTrend(zt, m, f, yt)
-		invA, invI := metricInv(ard, 1), metricInv(iso, 1)
-		dA, dI := make([]float64, m), make([]float64, m)
-		d2, sel := make([]float64, m), make([]float64, m)
-		var buf []float64
-		for _, i := range te {
-			zi := c.z[i*f : (i+1)*f]
-			out[0][i] = trd.eval(zi, buf)
-			for j := range m {
-				zj := zt[j*f : (j+1)*f]
-				dA[j] = sqDist(zi, zj, invA)
-				dI[j] = sqDist(zi, zj, invI)
-			}
-			for l := range layers {
-				for h := range layers[l] {
-					hd := &layers[l][h]
-					base := dA
-					if hd.spec.metric == metricISO {
-						base = dI
-					}
-					out[1+l*headsPerLayer+h][i] = headOutput64(hd, base, d2, sel, -1)
-				}
-			}
-		}
-	}
+	})
 	return out, ys
+}
+
+// foldPredict fills out's rows of fold fo (rows i ≡ fo mod folds) from a
+// model fitted, hyperparameters included, on the other folds.
+func (c *contextFit) foldPredict(cfg modelConfig, ys []float64, solveChunk, folds, fo int, out [][]float64) {
+	n, f := c.n, c.f
+	var tr, te []int
+	for i := range n {
+		if i%folds == fo {
+			te = append(te, i)
+		} else {
+			tr = append(tr, i)
+		}
+	}
+	m := len(tr)
+	zt := make([]float64, m*f)
+	yt := make([]float64, m)
+	for a, i := range tr {
+		copy(zt[a*f:(a+1)*f], c.z[i*f:(i+1)*f])
+		yt[a] = ys[i]
+	}
+	ard := fitGP(zt, m, f, yt, cfg.gp)
+	iso := ard
+	if cfg.isoGP {
+		iso = fitGPIso(zt, m, f, yt, cfg.gp)
+	}
+	layers := buildHeads(cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
+	trd, _, _ := fitTrend(zt, m, f, yt)
+	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
+	dA, dI := make([]float64, m), make([]float64, m)
+	d2, sel := make([]float64, m), make([]float64, m)
+	var buf []float64
+	for _, i := range te {
+		zi := c.z[i*f : (i+1)*f]
+		out[0][i] = trd.eval(zi, buf)
+		for j := range m {
+			zj := zt[j*f : (j+1)*f]
+			dA[j] = sqDist(zi, zj, invA)
+			dI[j] = sqDist(zi, zj, invI)
+		}
+		for l := range layers {
+			for h := range layers[l] {
+				hd := &layers[l][h]
+				base := dA
+				if hd.spec.metric == metricISO {
+					base = dI
+				}
+				out[1+l*headsPerLayer+h][i] = headOutput64(hd, base, d2, sel, -1)
+			}
+		}
+	}
 }
