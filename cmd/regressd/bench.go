@@ -86,7 +86,7 @@ func (c *benchCommand) flags() *flag.FlagSet {
 	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile at the end of the run (after the soak) to this file, for 'go tool pprof'")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the warm-up and the rounds of phases 1 and 3 (the pipeline with the trivial predictor) to this file, for 'go tool pprof'")
 	fs.Usage = func() {
-		fmt.Fprintf(c.m.Stderr, `Usage: regressd bench [flags]
+		fmt.Fprintf(fs.Output(), `Usage: regressd bench [flags]
 
 Generates measurement tables in PostgreSQL and runs, one after the other in
 this one process, on the same rows:
@@ -104,7 +104,7 @@ task latency, bytes published on the bus per task, peak RSS and the ratios.
 Flags:
 `, worker.BenchModel)
 		fs.PrintDefaults()
-		fmt.Fprintf(c.m.Stderr, "\nExample: regressd bench --json > bench.json\n")
+		fmt.Fprintf(fs.Output(), "\nExample: regressd bench --json > bench.json\n")
 	}
 	return fs
 }
@@ -158,7 +158,7 @@ func (c *benchCommand) Validate() error {
 
 func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs := c.flags()
-	if err := fs.Parse(args); err != nil {
+	if err := c.m.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

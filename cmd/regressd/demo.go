@@ -5,7 +5,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/csv"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -45,15 +44,14 @@ type demoRow struct {
 }
 
 func (c *demoCommand) Run(ctx context.Context, args []string) error {
-	rc := &roleCommand{m: c.m, roles: []role{roleScheduler, roleProducer, roleWorker, roleWriter}, synopsis: c.Synopsis()}
+	rc := &roleCommand{m: c.m, roles: []role{roleScheduler, roleProducer, roleWorker, roleWriter}, name: "demo", synopsis: c.Synopsis()}
 	fs := rc.flags()
-	fs.Init("demo", flag.ContinueOnError)
 	model := fs.String("model", defaultModel(), "built-in model to fill the gaps with (see 'regressd models')")
-	if err := fs.Parse(args); err != nil {
+	if err := c.m.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q; run 'regressd demo -h'", fs.Arg(0))
+		return usageErrorf("unexpected argument %q; run 'regressd demo -h'", fs.Arg(0))
 	}
 	// The demo's API listens on a free port so it never clashes with a
 	// running regressd; its data lives in --data-dir like any run.

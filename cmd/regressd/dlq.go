@@ -68,16 +68,17 @@ type deadLetterEntry struct {
 func (c *dlqCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dlq", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
-	c.common.register(fs)
+	c.common.registerDataDir(fs)
+	c.common.registerBus(fs, false)
 	stream := fs.String("stream", "", "only messages from this stream: jobs, batches or results")
 	asJSON := fs.Bool("json", false, "list: one JSON array")
 	all := fs.Bool("all", false, "retry, purge: every message (of --stream)")
 	olderThan := fs.String("older-than", "", "purge: only messages dead-lettered longer ago than this (e.g. 7d, 12h)")
 	fs.Usage = func() {
-		fmt.Fprint(c.m.Stderr, dlqUsage)
+		fmt.Fprint(fs.Output(), dlqUsage)
 		fs.PrintDefaults()
 	}
-	action, rest, err := parseAction(fs, args)
+	action, rest, err := c.m.parseAction(fs, args)
 	if err != nil {
 		return err
 	}

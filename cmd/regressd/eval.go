@@ -59,10 +59,10 @@ func (c *evalCommand) Run(ctx context.Context, args []string) error {
 	model := fs.String("model", gpu.DefaultModel, "model slug; see 'regressd models'")
 	asJSON := fs.Bool("json", false, "print one JSON object with suite_mean_r2 and per-dataset figures")
 	fs.Usage = func() {
-		fmt.Fprint(c.m.Stderr, evalUsage)
+		fmt.Fprint(fs.Output(), evalUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := c.m.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

@@ -41,15 +41,38 @@ func envOr(name, def string) string {
 	return def
 }
 
-func (c *commonFlags) register(fs *flag.FlagSet) {
+// Each command registers only the flags it uses, so its -h lists no other.
+
+// registerDataDir adds --data-dir and --log-level, which every command that
+// touches regressd's state takes.
+func (c *commonFlags) registerDataDir(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", envOr("REGRESSD_DATA_DIR", "./regressd-data"), "where the embedded NATS store and private PostgreSQL live (env REGRESSD_DATA_DIR)")
-	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("REGRESSD_DATABASE_URL"), "PostgreSQL URL; empty runs a private cluster under --data-dir (env REGRESSD_DATABASE_URL)")
-	fs.StringVar(&c.natsURL, "nats-url", os.Getenv("REGRESSD_NATS_URL"), "NATS URL(s), comma-separated; empty runs an embedded JetStream server (env REGRESSD_NATS_URL)")
-	fs.StringVar(&c.natsListen, "nats-listen", os.Getenv("REGRESSD_NATS_LISTEN"), "host:port for the embedded NATS server to accept clients on; empty listens on no port (env REGRESSD_NATS_LISTEN)")
-	fs.StringVar(&c.httpAddr, "http-addr", envOr("REGRESSD_HTTP_ADDR", "127.0.0.1:8181"), "engine endpoint, admin API, metrics and health (env REGRESSD_HTTP_ADDR)")
-	fs.StringVar(&c.gatewayAddr, "gateway-addr", envOr("REGRESSD_GATEWAY_ADDR", "127.0.0.1:8080"), "hosted prediction API, POST /predict (env REGRESSD_GATEWAY_ADDR)")
-	fs.IntVar(&c.replicas, "replicas", 1, "replicas of every stream: 1 on one machine, 3 in a cluster")
 	fs.StringVar(&c.logLevel, "log-level", envOr("REGRESSD_LOG_LEVEL", "info"), "debug, info, warn or error (env REGRESSD_LOG_LEVEL)")
+}
+
+// registerDatabase adds --database-url.
+func (c *commonFlags) registerDatabase(fs *flag.FlagSet) {
+	fs.StringVar(&c.databaseURL, "database-url", os.Getenv("REGRESSD_DATABASE_URL"), "PostgreSQL URL; empty runs a private cluster under --data-dir (env REGRESSD_DATABASE_URL)")
+}
+
+// registerBus adds --nats-url and --replicas; serve adds --nats-listen, for
+// commands that keep the embedded server up for others to reach.
+func (c *commonFlags) registerBus(fs *flag.FlagSet, serve bool) {
+	fs.StringVar(&c.natsURL, "nats-url", os.Getenv("REGRESSD_NATS_URL"), "NATS URL(s), comma-separated; empty runs an embedded JetStream server (env REGRESSD_NATS_URL)")
+	fs.IntVar(&c.replicas, "replicas", 1, "replicas of every stream: 1 on one machine, 3 in a cluster")
+	if serve {
+		fs.StringVar(&c.natsListen, "nats-listen", os.Getenv("REGRESSD_NATS_LISTEN"), "host:port for the embedded NATS server to accept clients on; empty listens on no port (env REGRESSD_NATS_LISTEN)")
+	}
+}
+
+// registerHTTP adds --http-addr.
+func (c *commonFlags) registerHTTP(fs *flag.FlagSet) {
+	fs.StringVar(&c.httpAddr, "http-addr", envOr("REGRESSD_HTTP_ADDR", "127.0.0.1:8181"), "engine endpoint, admin API, metrics and health (env REGRESSD_HTTP_ADDR)")
+}
+
+// registerGateway adds --gateway-addr.
+func (c *commonFlags) registerGateway(fs *flag.FlagSet) {
+	fs.StringVar(&c.gatewayAddr, "gateway-addr", envOr("REGRESSD_GATEWAY_ADDR", "127.0.0.1:8080"), "hosted prediction API, POST /predict (env REGRESSD_GATEWAY_ADDR)")
 }
 
 func (c *commonFlags) logger(m *Main) *slog.Logger {

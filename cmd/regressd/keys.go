@@ -37,15 +37,16 @@ Flags:
 func (c *keysCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
-	c.common.register(fs)
+	c.common.registerDataDir(fs)
+	c.common.registerDatabase(fs)
 	since := fs.String("since", "", "usage: only UTC days on or after this date (YYYY-MM-DD)")
 	byDay := fs.Bool("by-day", false, "usage: one line per UTC day")
 	asJSON := fs.Bool("json", false, "list, usage: print JSON")
 	fs.Usage = func() {
-		fmt.Fprint(c.m.Stderr, keysUsage)
+		fmt.Fprint(fs.Output(), keysUsage)
 		fs.PrintDefaults()
 	}
-	action, rest, err := parseAction(fs, args)
+	action, rest, err := c.m.parseAction(fs, args)
 	if err != nil {
 		return err
 	}

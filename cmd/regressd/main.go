@@ -33,25 +33,18 @@ func main() {
 	m := &Main{Stdout: os.Stdout, Stderr: os.Stderr}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := m.Run(ctx, os.Args[1:]); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(m.Stderr, "regressd:", err)
-		}
-		stop()
-		os.Exit(exitCode(err))
+	err := m.Run(ctx, os.Args[1:])
+	var ue usageError
+	if err != nil && !errors.Is(err, flag.ErrHelp) && (!errors.As(err, &ue) || ue.msg != "") {
+		fmt.Fprintln(m.Stderr, "regressd:", err)
 	}
-}
-
-func exitCode(err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		return 2
-	}
-	return 1
+	stop()
+	os.Exit(exitCode(err))
 }
 
 func (m *Main) commands() map[string]command {
 	return map[string]command{
-		"run":       &roleCommand{m: m, roles: allRoles, synopsis: "run every role in one process (embedded NATS and PostgreSQL by default)"},
+		"run":       &roleCommand{m: m, roles: allRoles, name: "run", synopsis: "run every role in one process (embedded NATS and PostgreSQL by default)"},
 		"scheduler": &roleCommand{m: m, roles: []role{roleScheduler}, synopsis: "run the scheduler: triggers, cron, the engine HTTP endpoint"},
 		"producer":  &roleCommand{m: m, roles: []role{roleProducer}, synopsis: "run the producer: read windows into Arrow batches"},
 		"worker":    &roleCommand{m: m, roles: []role{roleWorker}, synopsis: "run a worker: predict batches with the engine or a gateway"},
@@ -71,26 +64,33 @@ func (m *Main) commands() map[string]command {
 // Run dispatches args to a subcommand.
 func (m *Main) Run(ctx context.Context, args []string) error {
 	cmds := m.commands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		if len(args) > 1 {
-			if c, ok := cmds[args[1]]; ok {
-				return c.Run(ctx, []string{"-h"})
-			}
+	if len(args) == 0 {
+		m.usage(m.Stderr, cmds)
+		return usageError{}
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) == 1 {
+			m.usage(m.Stdout, cmds)
+			return nil
 		}
-		m.usage(cmds)
-		if len(args) == 0 {
-			return flag.ErrHelp
+		if len(args) > 2 {
+			return usageErrorf("help takes one command, got %q", args[1:])
 		}
-		return nil
+		c, ok := cmds[args[1]]
+		if !ok {
+			return usageErrorf("unknown command %q; run 'regressd help' for the list", args[1])
+		}
+		return c.Run(ctx, []string{"-h"})
 	}
 	c, ok := cmds[args[0]]
 	if !ok {
-		return fmt.Errorf("unknown command %q; run 'regressd help' for the list", args[0])
+		return usageErrorf("unknown command %q; run 'regressd help' for the list", args[0])
 	}
 	return c.Run(ctx, args[1:])
 }
 
-func (m *Main) usage(cmds map[string]command) {
+func (m *Main) usage(w io.Writer, cmds map[string]command) {
 	names := make([]string, 0, len(cmds))
 	for n := range cmds {
 		names = append(names, n)
@@ -103,5 +103,5 @@ func (m *Main) usage(cmds map[string]command) {
 		fmt.Fprintf(&b, "  %-10s %s\n", n, cmds[n].Synopsis())
 	}
 	b.WriteString("\nRun 'regressd <command> -h' for a command's flags.\n")
-	fmt.Fprint(m.Stdout, b.String())
+	fmt.Fprint(w, b.String())
 }

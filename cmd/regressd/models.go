@@ -26,8 +26,8 @@ goes in a trigger's model= argument or a /predict request's "model" field.
 func (c *modelsCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("models", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
-	fs.Usage = func() { fmt.Fprint(c.m.Stderr, modelsUsage) }
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() { fmt.Fprint(fs.Output(), modelsUsage) }
+	if err := c.m.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {

@@ -65,7 +65,8 @@ Flags:
 func (c *replayCommand) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
-	c.common.register(fs)
+	c.common.registerDataDir(fs)
+	c.common.registerBus(fs, false)
 	fs.StringVar(&c.trigger, "trigger", "", "the trigger to replay (required)")
 	fs.StringVar(&c.since, "since", "", "replay jobs published at or after TIME")
 	fs.Uint64Var(&c.fromSeq, "from-seq", 0, "replay jobs from this REGRESS_JOBS stream sequence on")
@@ -79,7 +80,7 @@ func (c *replayCommand) flags() *flag.FlagSet {
 	fs.BoolVar(&c.noWait, "no-wait", false, "publish every job and exit without waiting (overlapping windows may then run together)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up waiting after this long (0: wait until every task is done)")
 	fs.Usage = func() {
-		fmt.Fprint(c.m.Stderr, replayUsage)
+		fmt.Fprint(fs.Output(), replayUsage)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -96,7 +97,7 @@ type replayJob struct {
 
 func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	fs := c.flags()
-	if err := fs.Parse(args); err != nil {
+	if err := c.m.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -43,6 +43,7 @@ var allRoles = []role{roleScheduler, roleProducer, roleWorker, roleWriter, roleG
 type roleCommand struct {
 	m        *Main
 	roles    []role
+	name     string // the command line's word; empty derives it from roles
 	synopsis string
 
 	common       commonFlags
@@ -68,39 +69,75 @@ func (c *roleCommand) has(r role) bool {
 	return false
 }
 
+// flags registers what this command's roles use and nothing else.
 func (c *roleCommand) flags() *flag.FlagSet {
-	name := string(c.roles[0])
-	if len(c.roles) > 1 {
-		name = "run"
+	name := c.name
+	if name == "" {
+		name = string(c.roles[0])
+		if len(c.roles) > 1 {
+			name = "run"
+		}
 	}
+	demo := name == "demo" // listens on a free port and for no NATS clients
+	pipeline := c.has(roleProducer) || c.has(roleWorker) || c.has(roleWriter)
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
-	c.common.register(fs)
-	fs.StringVar(&c.predictor, "predictor", envOr("REGRESSD_PREDICTOR", "local"), "worker: 'local' (built-in engine) or 'remote' (a gateway at --gateway-url) (env REGRESSD_PREDICTOR)")
-	fs.StringVar(&c.gatewayURL, "gateway-url", os.Getenv("REGRESSD_GATEWAY_URL"), "worker: base URL of a /predict gateway for --predictor remote; https unless loopback (env REGRESSD_GATEWAY_URL)")
-	fs.StringVar(&c.deviceMemory, "device-memory", envOr("REGRESSD_DEVICE_MEMORY", "24GiB"), "device memory the engine may plan for (e.g. 24GiB) (env REGRESSD_DEVICE_MEMORY)")
-	fs.IntVar(&c.concurrency, "concurrency", 2, "messages each role handles at once")
-	fs.DurationVar(&c.waitTimeout, "wait-timeout", 10*time.Minute, "scheduler: how long an engine call waits for its task before answering 202")
-	fs.Int64Var(&c.gw.MaxBodyBytes, "max-body-bytes", gateway.DefaultMaxBodyBytes, "gateway: largest /predict body in bytes; larger gets 413")
-	fs.Float64Var(&c.gw.RatePerMinute, "rate-per-minute", gateway.DefaultRatePerMinute, "gateway: requests per minute allowed per key; more gets 429 with Retry-After")
-	fs.IntVar(&c.gw.RateBurst, "rate-burst", gateway.DefaultRateBurst, "gateway: requests a key may send back to back before the rate applies")
-	fs.IntVar(&c.gw.MaxConcurrent, "max-concurrent", 2, "gateway: predictions computed at once")
-	fs.IntVar(&c.gw.MaxQueue, "max-queue", 8, "gateway: requests that may wait for a prediction slot; more get 503 with Retry-After")
+	c.common.registerDataDir(fs)
+	if c.has(roleScheduler) || c.has(roleProducer) || c.has(roleWriter) || c.has(roleGateway) {
+		c.common.registerDatabase(fs)
+	}
+	if c.needsBus() {
+		c.common.registerBus(fs, !demo)
+	}
+	if !demo {
+		c.common.registerHTTP(fs)
+	}
+	if c.has(roleWorker) {
+		fs.StringVar(&c.predictor, "predictor", envOr("REGRESSD_PREDICTOR", "local"), "worker: 'local' (built-in engine) or 'remote' (a gateway at --gateway-url) (env REGRESSD_PREDICTOR)")
+	}
+	if c.has(roleWorker) || c.has(roleScheduler) {
+		fs.StringVar(&c.gatewayURL, "gateway-url", os.Getenv("REGRESSD_GATEWAY_URL"), "base URL of a /predict gateway: the worker's with --predictor remote, and the scheduler then accepts any model slug; https unless loopback (env REGRESSD_GATEWAY_URL)")
+	}
+	if c.has(roleWorker) || c.has(roleGateway) {
+		fs.StringVar(&c.deviceMemory, "device-memory", envOr("REGRESSD_DEVICE_MEMORY", "24GiB"), "device memory the engine may plan for (e.g. 24GiB) (env REGRESSD_DEVICE_MEMORY)")
+	}
+	if pipeline {
+		fs.IntVar(&c.concurrency, "concurrency", 2, "messages each role handles at once")
+	}
+	if c.has(roleScheduler) {
+		fs.DurationVar(&c.waitTimeout, "wait-timeout", 10*time.Minute, "scheduler: how long an engine call waits for its task before answering 202")
+	}
+	if c.has(roleGateway) {
+		c.common.registerGateway(fs)
+		fs.Int64Var(&c.gw.MaxBodyBytes, "max-body-bytes", gateway.DefaultMaxBodyBytes, "gateway: largest /predict body in bytes; larger gets 413")
+		fs.Float64Var(&c.gw.RatePerMinute, "rate-per-minute", gateway.DefaultRatePerMinute, "gateway: requests per minute allowed per key; more gets 429 with Retry-After")
+		fs.IntVar(&c.gw.RateBurst, "rate-burst", gateway.DefaultRateBurst, "gateway: requests a key may send back to back before the rate applies")
+		fs.IntVar(&c.gw.MaxConcurrent, "max-concurrent", 2, "gateway: predictions computed at once")
+		fs.IntVar(&c.gw.MaxQueue, "max-queue", 8, "gateway: requests that may wait for a prediction slot; more get 503 with Retry-After")
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(c.m.Stderr, "Usage: regressd %s [flags]\n\n%s.\n\nFlags:\n", name, c.synopsis)
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: regressd %s [flags]\n\n%s.\n\nFlags:\n", name, c.synopsis)
 		fs.PrintDefaults()
-		fmt.Fprintf(c.m.Stderr, "\nEnvironment: SERVICE_API_KEY (model-service key for scheduled runs), REGRESSD_SECRET (deployment secret\nshared by all roles; generated under --data-dir when unset), REGRESSD_AUTH_TOKENS (comma-separated\nBearer tokens for regressd's own API; without them --http-addr must be loopback).\n")
+		fmt.Fprint(w, "\nEnvironment:\n")
+		if c.has(roleScheduler) {
+			fmt.Fprint(w, "  SERVICE_API_KEY       model-service key for scheduled runs\n")
+		}
+		fmt.Fprint(w, "  REGRESSD_SECRET       deployment secret shared by all roles; generated under --data-dir when unset\n")
+		if !demo {
+			fmt.Fprint(w, "  REGRESSD_AUTH_TOKENS  comma-separated Bearer tokens for regressd's own API; without them --http-addr must be loopback\n")
+		}
 	}
 	return fs
 }
 
 func (c *roleCommand) Run(ctx context.Context, args []string) error {
 	fs := c.flags()
-	if err := fs.Parse(args); err != nil {
+	if err := c.m.parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q; run 'regressd %s -h'", fs.Arg(0), fs.Name())
+		return usageErrorf("unexpected argument %q; run 'regressd %s -h'", fs.Arg(0), fs.Name())
 	}
 	log := c.common.logger(c.m)
 	st := &stack{log: log}
@@ -128,9 +165,12 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 	if c.has(roleWorker) && c.predictor == "remote" && c.gatewayURL == "" {
 		return errors.New("--predictor remote needs --gateway-url")
 	}
-	devMem, err := gpu.ParseBytes(c.deviceMemory)
-	if err != nil {
-		return fmt.Errorf("--device-memory: %w", err)
+	var devMem int64
+	if c.has(roleWorker) || c.has(roleGateway) {
+		var err error
+		if devMem, err = gpu.ParseBytes(c.deviceMemory); err != nil {
+			return fmt.Errorf("--device-memory: %w", err)
+		}
 	}
 	name := "regressd-" + strings.Join(roleNames(c.roles), "-")
 	if c.needsBus() {

@@ -56,10 +56,10 @@ func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 	targs := fs.String("args", "", "create: trigger arguments")
 	disabled := fs.Bool("disabled", false, "create: store the trigger disabled")
 	fs.Usage = func() {
-		fmt.Fprintf(c.m.Stderr, triggerUsage, strings.Join(scheduler.ValidArgs(), ", "))
+		fmt.Fprintf(fs.Output(), triggerUsage, strings.Join(scheduler.ValidArgs(), ", "))
 		fs.PrintDefaults()
 	}
-	action, rest, err := parseAction(fs, args)
+	action, rest, err := c.m.parseAction(fs, args)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,11 @@ func (c *triggerCommand) call(ctx context.Context, method, path string, in, out 
 			Message string `json:"message"`
 		}
 		json.Unmarshal(data, &e)
-		msg := e.Error + e.Message
+		// regressd answers "error"; a gateway answers both, often the same text.
+		msg := e.Error
+		if e.Message != "" && e.Message != msg {
+			msg = strings.TrimPrefix(msg+": "+e.Message, ": ")
+		}
 		if msg == "" {
 			msg = strings.TrimSpace(string(data))
 		}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// runCLI runs the binary's command line in-process and returns its exit
+// status and streams.
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errb}
+	err := m.Run(context.Background(), args)
+	return exitCode(err), out.String(), errb.String() + errString(err)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Asking for help is a success, on stdout, naming the command asked about.
+func TestHelpExitsZeroOnStdout(t *testing.T) {
+	m := &Main{}
+	for name := range m.commands() {
+		for _, args := range [][]string{{name, "-h"}, {name, "--help"}, {"help", name}} {
+			code, out, errOut := runCLI(t, args...)
+			if code != 0 {
+				t.Errorf("%q: exit %d, want 0 (stderr %q)", args, code, errOut)
+			}
+			if !strings.Contains(out, "regressd "+name) {
+				t.Errorf("%q: stdout does not name 'regressd %s':\n%s", args, name, out)
+			}
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}} {
+		if code, out, _ := runCLI(t, args...); code != 0 || !strings.Contains(out, "Commands:") {
+			t.Errorf("%q: exit %d, stdout %q", args, code, out)
+		}
+	}
+}
+
+func TestWrongCommandLineExitsTwo(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // on stderr or in the error
+	}{
+		{nil, "Commands:"},
+		{[]string{"help", "bogus"}, `unknown command "bogus"`},
+		{[]string{"bogus"}, `unknown command "bogus"`},
+		{[]string{"keys"}, "regressd keys create NAME"},
+		{[]string{"worker", "--no-such-flag"}, "flag provided but not defined"},
+		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
+	} {
+		code, out, errOut := runCLI(t, tc.args...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2", tc.args, code)
+		}
+		if !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: stderr %q, want %q", tc.args, errOut, tc.want)
+		}
+		if out != "" {
+			t.Errorf("%q: stdout %q, want nothing", tc.args, out)
+		}
+	}
+}
+
+// Each command lists only the flags it uses.
+func TestHelpListsOnlyTheCommandsFlags(t *testing.T) {
+	for _, tc := range []struct {
+		cmd       string
+		want, not []string
+	}{
+		{"run", []string{"-rate-per-minute", "-predictor", "-nats-listen", "-gateway-addr", "-wait-timeout"}, nil},
+		{"demo", []string{"-model", "-data-dir"}, []string{"-http-addr", "-gateway-addr", "-rate-per-minute", "-nats-listen"}},
+		{"scheduler", []string{"-wait-timeout", "-http-addr", "-nats-url"}, []string{"-rate-per-minute", "-max-body-bytes", "-predictor", "-concurrency", "-device-memory"}},
+		{"producer", []string{"-concurrency", "-database-url"}, []string{"-rate-per-minute", "-predictor", "-gateway-url", "-wait-timeout", "-gateway-addr"}},
+		{"worker", []string{"-predictor", "-gateway-url", "-device-memory"}, []string{"-database-url", "-rate-per-minute", "-max-body-bytes", "-wait-timeout"}},
+		{"writer", []string{"-database-url", "-concurrency"}, []string{"-rate-per-minute", "-predictor", "-device-memory", "-gateway-url"}},
+		{"gateway", []string{"-rate-per-minute", "-max-body-bytes", "-gateway-addr"}, []string{"-nats-url", "-predictor", "-concurrency", "-wait-timeout"}},
+		{"keys", []string{"-data-dir", "-database-url"}, []string{"-nats-url", "-http-addr", "-gateway-addr", "-rate-per-minute", "-replicas"}},
+		{"dlq", []string{"-nats-url", "-data-dir"}, []string{"-database-url", "-http-addr", "-nats-listen", "-rate-per-minute"}},
+		{"replay", []string{"-nats-url", "-trigger"}, []string{"-database-url", "-http-addr", "-nats-listen", "-rate-per-minute"}},
+	} {
+		_, out, _ := runCLI(t, tc.cmd, "-h")
+		if !strings.Contains(out, "Usage: regressd "+tc.cmd) && !strings.Contains(out, "regressd "+tc.cmd+" ") {
+			t.Errorf("%s -h: usage does not name the command:\n%s", tc.cmd, out)
+		}
+		for _, f := range tc.want {
+			if !strings.Contains(out, "  "+f+" ") && !strings.Contains(out, "  "+f+"\n") {
+				t.Errorf("%s -h does not list %s", tc.cmd, f)
+			}
+		}
+		for _, f := range tc.not {
+			if strings.Contains(out, "  "+f+" ") || strings.Contains(out, "  "+f+"\n") {
+				t.Errorf("%s -h lists %s, which it does not use", tc.cmd, f)
+			}
+		}
+	}
+}
+
+// A gateway answers both "error" and "message" with the same text; the
+// trigger client says it once.
+func TestTriggerErrorSaidOnce(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`{"error":"no such endpoint; the gateway serves POST /predict","message":"no such endpoint; the gateway serves POST /predict","code":"not_found"}`))
+	}))
+	defer srv.Close()
+	code, _, errOut := runCLI(t, "trigger", "list", "--server", srv.URL)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if n := strings.Count(errOut, "no such endpoint"); n != 1 {
+		t.Errorf("message said %d times: %q", n, errOut)
+	}
+}
