@@ -16,7 +16,7 @@ import (
 
 // newTestScheduler starts a scheduler on a real JetStream, its routes on a
 // mux, with no producer or writer behind it: a published task stays queued.
-func newTestScheduler(t *testing.T) (*Scheduler, *http.ServeMux) {
+func newTestScheduler(t *testing.T) (*Scheduler, *http.ServeMux, *bustest.Server) {
 	t.Helper()
 	srv := bustest.New(t)
 	sealer, err := schemas.NewSealer([]byte("test-secret-0123456789"))
@@ -31,7 +31,7 @@ func newTestScheduler(t *testing.T) (*Scheduler, *http.ServeMux) {
 	}
 	mux := http.NewServeMux()
 	s.Routes(mux)
-	return s, mux
+	return s, mux, srv
 }
 
 // do sends a request to mux and decodes the JSON answer.
@@ -51,7 +51,7 @@ func do(t *testing.T, mux *http.ServeMux, method, url, body string) (int, map[st
 // A task the engine endpoint accepted is running from the start, before
 // any writer has published a summary: the poll URL of the 202 answers it.
 func TestAcceptedTaskIsKnownAtOnce(t *testing.T) {
-	s, mux := newTestScheduler(t)
+	s, mux, _ := newTestScheduler(t)
 	args, _ := SplitArgs("measurement=m,field=y,feature_fields=a,model=v/m")
 	if err := s.Store().Create(context.Background(), Trigger{Name: "plant", Spec: "request:plant", Args: args}); err != nil {
 		t.Fatal(err)

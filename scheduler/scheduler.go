@@ -164,7 +164,7 @@ func (s *Scheduler) apply(ctx context.Context, c *cron.Cron, e jetstream.KeyValu
 		return
 	}
 	ent := &scheduled{}
-	ent.id = c.Schedule(ps.Schedule, cron.FuncJob(func() { s.fire(ctx, t.Name, args, fireTime(c, ent.id, ps), &ent.running) }))
+	ent.id = c.Schedule(ps.Schedule, cron.FuncJob(func() { s.fire(ctx, t.Name, args, fireTime(c, ent.id), &ent.running) }))
 	s.entries[name] = ent
 	s.log.Info("trigger scheduled", "trigger", t.Name, "spec", t.Spec)
 }
@@ -196,17 +196,13 @@ func (s *Scheduler) fire(ctx context.Context, name string, args schemas.RunArgs,
 }
 
 // fireTime is the scheduled time of the tick being run, so that two
-// schedulers firing the same tick publish the same window (and dedupe):
-// every:D ticks align to multiples of D since the epoch.
-func fireTime(c *cron.Cron, id cron.EntryID, ps ParsedSpec) time.Time {
-	now := time.Now().UTC()
-	if every, ok := ps.Schedule.(cron.ConstantDelaySchedule); ok {
-		return now.Truncate(every.Delay)
-	}
+// schedulers firing the same tick publish the same window (and dedupe).
+// cron sets the entry's Prev before it answers Entry, so Prev is this tick.
+func fireTime(c *cron.Cron, id cron.EntryID) time.Time {
 	if prev := c.Entry(id).Prev; !prev.IsZero() {
-		return prev.UTC().Truncate(time.Second)
+		return prev.UTC()
 	}
-	return now.Truncate(time.Second)
+	return time.Now().UTC().Truncate(time.Second)
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

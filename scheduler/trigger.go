@@ -77,11 +77,14 @@ func ParseSpec(spec string) (ParsedSpec, error) {
 		if time.Duration(d) < time.Second {
 			return ParsedSpec{}, fmt.Errorf("trigger spec %q: the interval must be at least 1s", spec)
 		}
-		return ParsedSpec{Kind: kind, Schedule: cron.Every(time.Duration(d))}, nil
+		return ParsedSpec{Kind: kind, Schedule: everySchedule{time.Duration(d)}}, nil
 	case SpecCron:
 		sch, err := cronParser.Parse(rest)
 		if err != nil {
 			return ParsedSpec{}, fmt.Errorf("trigger spec %q: %w", spec, err)
+		}
+		if cd, ok := sch.(cron.ConstantDelaySchedule); ok {
+			sch = everySchedule{cd.Delay} // @every aligns as every: does
 		}
 		return ParsedSpec{Kind: kind, Schedule: sch}, nil
 	}
