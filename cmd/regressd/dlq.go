@@ -68,6 +68,7 @@ type deadLetterEntry struct {
 func (c *dlqCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dlq", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
+	c.common.existing = true
 	c.common.registerDataDir(fs)
 	c.common.registerBus(fs, false)
 	stream := fs.String("stream", "", "only messages from this stream: jobs, batches or results")

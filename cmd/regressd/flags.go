@@ -32,6 +32,9 @@ type commonFlags struct {
 	gatewayAddr string
 	replicas    int
 	logLevel    string
+	// existing: the command only uses the store of a deployment (keys, dlq,
+	// replay), so it refuses to create an empty one under --data-dir.
+	existing bool
 }
 
 func envOr(name, def string) string {
@@ -81,6 +84,23 @@ func (c *commonFlags) logger(m *Main) *slog.Logger {
 		lvl = slog.LevelInfo
 	}
 	return slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// checkExisting refuses a data dir that holds no sub (postgres or nats) for a
+// command that only uses an existing store: creating one there would leave
+// the running server's store untouched and the user misled. alt names the
+// flag that reaches the store without a data dir.
+func (c *commonFlags) checkExisting(sub, alt string) error {
+	if !c.existing {
+		return nil
+	}
+	if fi, err := os.Stat(c.dataDir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("no regressd data dir at %s: pass --data-dir (or REGRESSD_DATA_DIR) of the running server, or %s", c.dataDir, alt)
+	}
+	if fi, err := os.Stat(filepath.Join(c.dataDir, sub)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("the regressd data dir %s holds no %s store: pass --data-dir (or REGRESSD_DATA_DIR) of the running server, or %s", c.dataDir, sub, alt)
+	}
+	return nil
 }
 
 // checkDataDir makes sure the data dir can be written, with a fix in the error.
@@ -138,6 +158,9 @@ func (s *stack) close() {
 func (c *commonFlags) openBus(ctx context.Context, s *stack, name string) error {
 	var err error
 	if c.natsURL == "" {
+		if err := c.checkExisting("nats", "--nats-url"); err != nil {
+			return err
+		}
 		if err := c.checkDataDir(); err != nil {
 			return err
 		}
@@ -171,6 +194,9 @@ func (c *commonFlags) openBus(ctx context.Context, s *stack, name string) error 
 func (m *Main) openDatabase(ctx context.Context, c *commonFlags, s *stack) error {
 	url := c.databaseURL
 	if url == "" {
+		if err := c.checkExisting("postgres", "--database-url"); err != nil {
+			return err
+		}
 		if err := c.checkDataDir(); err != nil {
 			return err
 		}

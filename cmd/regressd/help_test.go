@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 )
@@ -120,5 +121,39 @@ func TestTriggerErrorSaidOnce(t *testing.T) {
 	}
 	if n := strings.Count(errOut, "no such endpoint"); n != 1 {
 		t.Errorf("message said %d times: %q", n, errOut)
+	}
+}
+
+// Commands that only use a deployment's store refuse a data dir that holds
+// none rather than create an empty one the running server does not know.
+func TestStoreCommandsNeedAnExistingDataDir(t *testing.T) {
+	for _, sub := range []string{"", "empty"} {
+		dir := t.TempDir()
+		dataDir := dir + "/regressd-data"
+		if sub != "" {
+			dataDir = dir + "/" + sub
+			if err := os.Mkdir(dataDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, args := range [][]string{
+			{"keys", "create", "alice"},
+			{"keys", "list"},
+			{"dlq", "list"},
+			{"replay", "--trigger", "t", "--since", "1d"},
+		} {
+			args = append(args, "--data-dir", dataDir)
+			code, _, errOut := runCLI(t, args...)
+			if code != 1 || !strings.Contains(errOut, "--data-dir (or REGRESSD_DATA_DIR) of the running server") || !strings.Contains(errOut, dataDir) {
+				t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
+			}
+			ents, _ := os.ReadDir(dir)
+			if sub == "" && len(ents) != 0 {
+				t.Errorf("%q created %s", args, ents[0].Name())
+			}
+			if ents, _ := os.ReadDir(dataDir); sub != "" && len(ents) != 0 {
+				t.Errorf("%q created %s in the data dir", args, ents[0].Name())
+			}
+		}
 	}
 }

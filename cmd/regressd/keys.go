@@ -37,6 +37,7 @@ Flags:
 func (c *keysCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
+	c.common.existing = true
 	c.common.registerDataDir(fs)
 	c.common.registerDatabase(fs)
 	since := fs.String("since", "", "usage: only UTC days on or after this date (YYYY-MM-DD)")

@@ -65,6 +65,7 @@ Flags:
 func (c *replayCommand) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
+	c.common.existing = true
 	c.common.registerDataDir(fs)
 	c.common.registerBus(fs, false)
 	fs.StringVar(&c.trigger, "trigger", "", "the trigger to replay (required)")
