@@ -109,9 +109,10 @@ func CheckKeys(args map[string]string) error {
 }
 
 // ResolveArgs validates arguments and fills defaults. With partial set,
-// missing required keys are allowed (a request trigger may leave them to the
-// request body); everything present is still checked. All problems are
-// reported at once.
+// missing required keys that a request body may supply (bodyKeys) are
+// allowed: a request trigger may leave them to the body, but not model,
+// which no request can give. Everything present is still checked. All
+// problems are reported at once.
 func ResolveArgs(args map[string]string, partial bool, models ModelCheck) (schemas.RunArgs, error) {
 	var errs []error
 	add := func(err error) {
@@ -128,8 +129,12 @@ func ResolveArgs(args map[string]string, partial bool, models ModelCheck) (schem
 	}
 	var r schemas.RunArgs
 	for _, k := range requiredArgs {
-		if strings.TrimSpace(args[k]) == "" && !partial {
+		switch {
+		case strings.TrimSpace(args[k]) != "":
+		case !partial:
 			errs = append(errs, fmt.Errorf("argument %q is required", k))
+		case !bodyKeys[k]:
+			errs = append(errs, fmt.Errorf("argument %q is required: a request body cannot supply it", k))
 		}
 	}
 	r.Measurement = strings.TrimSpace(args["measurement"])

@@ -42,7 +42,8 @@ func TestResolveArgsErrors(t *testing.T) {
 		want       []string // every fragment must appear in the one error
 	}{
 		{"missing required", "field=y", false, []string{`"measurement" is required`, `"feature_fields" is required`, `"model" is required`}},
-		{"partial allows missing", "window=7d", true, nil},
+		{"partial allows missing", "window=7d,model=v/m", true, nil},
+		{"partial still needs model", "window=7d", true, []string{`"model" is required: a request body cannot supply it`}},
 		{"unknown key lists valid", base + ",colour=red", false, []string{`unknown argument "colour"`, "valid: feature_fields"}},
 		{"duplicate key", base + ",window=1d,window=2d", false, []string{`"window" given twice`}},
 		{"not key=value", base + ",oops", false, []string{`"oops" is not key=value`}},

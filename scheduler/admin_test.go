@@ -1,0 +1,52 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// createTrigger posts a trigger to the admin API.
+func createTrigger(t *testing.T, mux *http.ServeMux, name, spec, args string) (int, map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"trigger_name": name, "trigger_specification": spec, "trigger_arguments": args})
+	return do(t, mux, http.MethodPost, "/api/v3/configure/processing_engine_trigger", string(b))
+}
+
+// A trigger that no run could satisfy is refused when it is created, every
+// problem named.
+func TestCreateRefusesAnUnrunnableTrigger(t *testing.T) {
+	_, mux, _ := newTestScheduler(t)
+	cases := []struct {
+		name, spec, args string
+		want             []string // empty: created
+	}{
+		{"request without model", "request:r1", "measurement=m,field=y",
+			[]string{`"model" is required: a request body cannot supply it`}},
+		{"request leaving the table to the body", "request:r2", "model=v/m", nil},
+		{"schedule names each missing", "every:1h", "field=y",
+			[]string{`"measurement" is required`, `"feature_fields" is required`, `"model" is required`}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out := createTrigger(t, mux, fmt.Sprintf("t%d", i), tc.spec, tc.args)
+			if len(tc.want) == 0 {
+				if code != http.StatusCreated {
+					t.Fatalf("HTTP %d %v, want 201", code, out)
+				}
+				return
+			}
+			msg, _ := out["error"].(string)
+			if code != http.StatusBadRequest {
+				t.Fatalf("HTTP %d %v, want 400", code, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not mention %q", msg, w)
+				}
+			}
+		})
+	}
+}
