@@ -130,6 +130,13 @@ func (p *Producer) readWindow(ctx context.Context, job schemas.Job, meta *schema
 		return w, false, nil, &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
 	}
 	meta.TagColumns = table.Tags()
+	// Refuse before the model is paid if the output table cannot be written.
+	out := tsdb.Series{Measurement: a.Measurement, Target: a.Field, Model: a.Model, TagColumns: meta.TagColumns}
+	if err := tsdb.CheckRegressed(ctx, p.db.Pool(), out); errors.Is(err, tsdb.ErrIncompatible) {
+		return w, false, nil, &verdict{schemas.TaskFailed, http.StatusConflict, err.Error()}
+	} else if err != nil {
+		return w, false, nil, err
+	}
 	q := tsdb.WindowQuery{Measurement: a.Measurement, Target: a.Field, Features: a.FeatureFields,
 		TagColumns: meta.TagColumns, Filter: a.Tags, Start: job.Start, End: job.End, Limit: a.MaxReadRows}
 	win, err := p.db.ReadWindow(ctx, q)

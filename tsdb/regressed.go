@@ -102,9 +102,96 @@ func conflictTarget(s Series) string {
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
+// ErrIncompatible marks an existing <measurement>_regressed that cannot
+// hold predictions (a table of the same name made by someone else): no
+// retry helps until a person renames or fixes it.
+var ErrIncompatible = errors.New("cannot hold predictions")
+
+// regressedColumns are the output table's own columns and the types a
+// prediction is written as.
+var regressedColumns = []struct{ name, dataType, sql string }{
+	{"time", "timestamp with time zone", "timestamptz"},
+	{"value", "double precision", "double precision"},
+	{"model", "text", "text"},
+	{"source", "text", "text"},
+	{"target", "text", "text"},
+}
+
+// textTypes are the column types a tag or label is written to.
+var textTypes = []string{"text", "character varying"}
+
+// CheckRegressed returns nil when <measurement>_regressed does not exist or
+// can hold predictions of the series' tag columns (those it lacks are added
+// when it is written); otherwise an error wrapping ErrIncompatible that
+// names every problem.
+func CheckRegressed(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, s Series) error {
+	name := RegressedName(s.Measurement)
+	rows, err := q.Query(ctx, `
+		SELECT c.column_name, c.data_type, c.is_nullable = 'NO' AND c.column_default IS NULL
+		FROM information_schema.columns c
+		WHERE c.table_name = $1 AND c.table_schema = current_schema()`, name)
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", name, err)
+	}
+	type column struct {
+		dataType string
+		required bool
+	}
+	cols := map[string]column{}
+	var c string
+	var col column
+	if _, err := pgx.ForEachRow(rows, []any{&c, &col.dataType, &col.required}, func() error {
+		cols[c] = col
+		return nil
+	}); err != nil {
+		return fmt.Errorf("describe %s: %w", name, err)
+	}
+	if len(cols) == 0 {
+		return nil // created on first write
+	}
+	var problems []string
+	ours := map[string]bool{}
+	for _, want := range regressedColumns {
+		ours[want.name] = true
+		switch got, ok := cols[want.name]; {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("no column %q (%s)", want.name, want.sql))
+		case got.dataType != want.dataType && !(want.sql == "text" && slices.Contains(textTypes, got.dataType)):
+			problems = append(problems, fmt.Sprintf("column %q is %s, not %s", want.name, got.dataType, want.sql))
+		}
+	}
+	for _, t := range s.TagColumns {
+		ours[t] = true
+		if got, ok := cols[t]; ok && !slices.Contains(textTypes, got.dataType) {
+			problems = append(problems, fmt.Sprintf("tag column %q is %s, not text", t, got.dataType))
+		}
+	}
+	var extra []string
+	for n, got := range cols {
+		if !ours[n] && got.required {
+			extra = append(extra, n)
+		}
+	}
+	sort.Strings(extra)
+	for _, n := range extra {
+		problems = append(problems, fmt.Sprintf("column %q is NOT NULL with no default, and predictions have no value for it", n))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("table %q exists but %w: %s; rename or drop it (regressd creates it on the first write), or fix those columns",
+		name, ErrIncompatible, strings.Join(problems, "; "))
+}
+
 // EnsureRegressed creates <measurement>_regressed, adds tag columns it lacks
-// and keeps its identity index in step with the tag set. Idempotent.
+// and keeps its identity index in step with the tag set. Idempotent. A table
+// of that name that cannot hold predictions is an ErrIncompatible error.
 func EnsureRegressed(ctx context.Context, tx pgx.Tx, s Series) error {
+	if err := CheckRegressed(ctx, tx, s); err != nil {
+		return err
+	}
 	tbl := pgx.Identifier{RegressedName(s.Measurement)}.Sanitize()
 	var b strings.Builder
 	fmt.Fprintf(&b, `CREATE TABLE IF NOT EXISTS %s ("time" timestamptz NOT NULL, value double precision NOT NULL, model text NOT NULL, source text NOT NULL, target text NOT NULL`, tbl)

@@ -2,8 +2,10 @@ package tsdb
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,5 +171,65 @@ func TestWriteGroup(t *testing.T) {
 		if err := pool.QueryRow(ctx, `SELECT count(*), sum(value) FROM g_regressed`).Scan(&rows, &sum); err != nil || rows != 3 || sum != 3*v {
 			t.Fatalf("after write %v: %d rows summing to %v (%v), want 3 rows of %v", v, rows, sum, err, v)
 		}
+	}
+}
+
+// TestCheckRegressed: an output table made by someone else is refused with
+// every problem named, before anything is written; one regressd can write
+// (its own, or a compatible one with varchar labels and extra nullable
+// columns) passes, and so does none at all.
+func TestCheckRegressed(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	s := func(m string) Series {
+		return Series{Measurement: m, Target: "y", Model: "v/one", TagColumns: []string{"host"}, Tags: map[string]string{"host": "a"}}
+	}
+	for _, ddl := range []string{
+		`CREATE TABLE bad_regressed (x int)`,
+		`CREATE TABLE typed_regressed ("time" timestamptz, value text, model text, source text, target int, host int)`,
+		`CREATE TABLE extra_regressed ("time" timestamptz, value double precision, model text, source text, target text, note text NOT NULL)`,
+		`CREATE TABLE fine_regressed ("time" timestamptz NOT NULL, value double precision NOT NULL, model varchar(64), source text, target text, note text, id serial NOT NULL)`,
+	} {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for m, want := range map[string][]string{
+		"bad":    {`no column "time" (timestamptz)`, `no column "source" (text)`, `no column "value"`},
+		"typed":  {`column "value" is text, not double precision`, `column "target" is integer, not text`, `tag column "host" is integer, not text`},
+		"extra":  {`column "note" is NOT NULL with no default`},
+		"fine":   nil,
+		"absent": nil,
+	} {
+		err := CheckRegressed(ctx, pool, s(m))
+		if want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", m, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrIncompatible) {
+			t.Fatalf("%s: err = %v, want ErrIncompatible", m, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not mention %q", m, err, w)
+			}
+		}
+	}
+	// EnsureRegressed refuses the same table instead of failing on its index.
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return EnsureRegressed(ctx, tx, s("bad")) })
+	if !errors.Is(err, ErrIncompatible) {
+		t.Fatalf("EnsureRegressed on an incompatible table: %v", err)
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := EnsureRegressed(ctx, tx, s("fine")); err != nil {
+			return err
+		}
+		_, err := WritePredictions(ctx, tx, s("fine"), []Point{{t0, 1}})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("writing to a compatible table: %v", err)
 	}
 }

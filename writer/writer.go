@@ -280,8 +280,16 @@ func (w *Writer) applyGroup(ctx context.Context, group []*pending) []outcome {
 }
 
 // apply commits one result: predictions and ledger in one transaction.
+// Predictions for an output table that cannot hold them (made by someone
+// else since the producer checked it) are recorded as a failed batch: no
+// retry would help, and the task must end rather than wait.
 func (w *Writer) apply(ctx context.Context, r result) outcome {
 	statuses, err := w.commit(ctx, []result{r})
+	if errors.Is(err, tsdb.ErrIncompatible) && r.status == schemas.BatchOK {
+		w.log.Error("batch not written", "task_id", r.meta.TaskID, "batch", r.batch, "err", err)
+		r.status, r.msg, r.points = schemas.BatchFailed, err.Error(), nil
+		statuses, err = w.commit(ctx, []result{r})
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
 		w.forget(r.meta.TaskID) // the task row went away: create it again on the retry

@@ -309,3 +309,26 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// An output table someone else made under <measurement>_regressed is
+// refused at once with 409 and what is wrong with it, before the model
+// runs; the run succeeds once the table is out of the way.
+func TestIncompatibleOutputTableIsRefused(t *testing.T) {
+	e := startEnv(t)
+	e.makeTable(seriesSpec{table: "clash", start: t0, rows: 60, gapEach: 4})
+	e.createTrigger("clash", "request:clash", args("clash", ""))
+	if _, err := e.pool.Exec(context.Background(), `CREATE TABLE clash_regressed (x int)`); err != nil {
+		t.Fatal(err)
+	}
+	st, out := e.engine("clash", window(t0, t0.Add(60*time.Hour)))
+	if msg, _ := out["message"].(string); st != http.StatusConflict || !strings.Contains(msg, `no column "source"`) {
+		t.Fatalf("HTTP %d %v, want 409 naming the missing columns", st, out)
+	}
+	if _, err := e.pool.Exec(context.Background(), `DROP TABLE clash_regressed`); err != nil {
+		t.Fatal(err)
+	}
+	st, out = e.engine("clash", window(t0, t0.Add(61*time.Hour)))
+	if r := result(t, out); st != http.StatusOK || num(r["written"]) != 15 {
+		t.Fatalf("after the table is dropped: HTTP %d %v", st, out)
+	}
+}
