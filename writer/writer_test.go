@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,8 +36,9 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// bad_regressed exists with a value column COPY cannot fill.
-	if _, err := pool.Exec(ctx, `CREATE TABLE bad_regressed ("time" timestamptz NOT NULL, value point NOT NULL,
+	// bad_regressed exists with a check no prediction passes: its shape is
+	// fine (tsdb.CheckRegressed lets it through), its COPY fails.
+	if _, err := pool.Exec(ctx, `CREATE TABLE bad_regressed ("time" timestamptz NOT NULL, value double precision NOT NULL CHECK (value < -1e300),
 		model text NOT NULL, source text NOT NULL, target text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
@@ -111,5 +113,28 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 	}
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM good_regressed`).Scan(&rows); err != nil || rows != 21 {
 		t.Fatalf("after redelivery good_regressed holds %d rows, want 21", rows)
+	}
+}
+
+// A result for an output table that cannot hold predictions (made after the
+// producer checked) is recorded as a failed batch at once: the task ends.
+func TestIncompatibleTableFailsTheBatch(t *testing.T) {
+	ctx := context.Background()
+	s := bustest.New(t)
+	pool := pgtest.New(t)
+	w, err := New(ctx, s.JS, pool, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE clash_regressed (x int)`); err != nil {
+		t.Fatal(err)
+	}
+	o := w.apply(ctx, okResult("t_clash", "clash", 0, 1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	if o.err != nil || o.status != schemas.TaskFailed {
+		t.Fatalf("outcome %+v, want the task failed without an error", o)
+	}
+	var msg string
+	if err := pool.QueryRow(ctx, `SELECT message FROM regressd_task_batches WHERE task_id = 't_clash' AND status = 'failed'`).Scan(&msg); err != nil || !strings.Contains(msg, `no column "source"`) {
+		t.Fatalf("failed batch message %q (%v)", msg, err)
 	}
 }
