@@ -51,6 +51,19 @@ func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	// Two triggers on one path: the engine endpoint would run one of them
+	// and the other never.
+	if ps, _ := ParseSpec(t.Spec); ps.Kind == SpecRequest {
+		other, err := s.store.FindRequest(r.Context(), ps.Path)
+		switch {
+		case err == nil:
+			writeError(w, http.StatusConflict, fmt.Sprintf("request path %q is already served by trigger %q; delete it first or pick another path", ps.Path, other.Name))
+			return
+		case !errors.Is(err, ErrTriggerNotFound):
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+	}
 	if s.cfg.Tables != nil {
 		args, _ := ResolveArgs(t.Args, true, s.cfg.Models)
 		if args.Measurement != "" {

@@ -50,3 +50,23 @@ func TestCreateRefusesAnUnrunnableTrigger(t *testing.T) {
 		})
 	}
 }
+
+// One request path, one trigger: a second is refused, naming the first.
+func TestCreateRefusesATakenPath(t *testing.T) {
+	_, mux, _ := newTestScheduler(t)
+	const args = "measurement=m,field=y,feature_fields=a,model=v/m"
+	if code, out := createTrigger(t, mux, "plant", "request:plant", args); code != http.StatusCreated {
+		t.Fatalf("first: HTTP %d %v", code, out)
+	}
+	code, out := createTrigger(t, mux, "dupath", "request:plant", args)
+	if msg, _ := out["error"].(string); code != http.StatusConflict || !strings.Contains(msg, `already served by trigger "plant"`) {
+		t.Fatalf("second on the same path: HTTP %d %v, want 409 naming plant", code, out)
+	}
+	// A trigger named like the path but scheduled does not hold the path.
+	if code, out := createTrigger(t, mux, "sched", "every:1h", args); code != http.StatusCreated {
+		t.Fatalf("scheduled: HTTP %d %v", code, out)
+	}
+	if code, out := createTrigger(t, mux, "other", "request:sched", args); code != http.StatusCreated {
+		t.Fatalf("path named like a scheduled trigger: HTTP %d %v", code, out)
+	}
+}

@@ -73,3 +73,26 @@ func TestAcceptedTaskIsKnownAtOnce(t *testing.T) {
 		t.Fatalf("a never-seen task: HTTP %d %v, want 404", code, out)
 	}
 }
+
+// A trigger whose path is not its name: its tasks answer under the path the
+// caller posted to (the poll URL of the 202) and under its name.
+func TestTaskPolledUnderPathOrName(t *testing.T) {
+	s, mux, _ := newTestScheduler(t)
+	args, _ := SplitArgs("measurement=m,field=y,feature_fields=a,model=v/m")
+	if err := s.Store().Create(context.Background(), Trigger{Name: "named", Spec: "request:hook", Args: args}); err != nil {
+		t.Fatal(err)
+	}
+	code, out := do(t, mux, http.MethodPost, "/api/v3/engine/hook", `{}`)
+	task, _ := out["task_id"].(string)
+	if code != http.StatusAccepted || !strings.Contains(out["message"].(string), "/api/v3/engine/hook/tasks/"+task) {
+		t.Fatalf("POST: HTTP %d %v, want 202 naming the path", code, out)
+	}
+	for _, base := range []string{"hook", "named"} {
+		if code, out := do(t, mux, http.MethodGet, "/api/v3/engine/"+base+"/tasks/"+task, ""); code != http.StatusOK {
+			t.Errorf("GET under %s: HTTP %d %v, want 200", base, code, out)
+		}
+	}
+	if code, _ := do(t, mux, http.MethodGet, "/api/v3/engine/nohook/tasks/"+task, ""); code != http.StatusNotFound {
+		t.Errorf("GET under an unknown path: HTTP %d, want 404", code)
+	}
+}

@@ -126,18 +126,25 @@ func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeJSON(w, http.StatusAccepted, map[string]any{"status": schemas.StatusRunning, "task_id": taskID,
 			"result":  map[string]any{"status": schemas.StatusRunning, "written": sum.Written},
-			"message": "still running; poll GET /api/v3/engine/" + t.Name + "/tasks/" + taskID})
+			"message": "still running; poll GET /api/v3/engine/" + r.PathValue("trigger") + "/tasks/" + taskID})
 		return
 	}
 	writeSummary(w, sum)
 }
 
+// handleTask answers a task's state under its trigger's request path, or
+// under its trigger's name (a scheduled trigger has no path).
 func (s *Scheduler) handleTask(w http.ResponseWriter, r *http.Request) {
+	path := r.PathValue("trigger")
 	sum, ok, err := s.pub.Task(r.Context(), r.PathValue("task"))
+	if err == nil && ok && sum.Trigger != path {
+		t, ferr := s.store.FindRequest(r.Context(), path)
+		ok = ferr == nil && t.Name == sum.Trigger
+	}
 	switch {
 	case err != nil:
 		writeFailed(w, http.StatusInternalServerError, "", err.Error())
-	case !ok || sum.Trigger != r.PathValue("trigger"):
+	case !ok:
 		writeFailed(w, http.StatusNotFound, r.PathValue("task"), "no such task for this trigger")
 	default:
 		writeJSON(w, http.StatusOK, sum)
