@@ -2,17 +2,24 @@
 // PostgreSQL binaries: created under a directory, on a free loopback port,
 // stopped by its owner. It is regressd's embedded database default and the
 // test harness's database.
+//
+// Every connection authenticates with a password generated at creation and
+// kept, mode 0600, in the cluster's directory as a libpq password file that
+// URL names (passfile=), so only who can read the directory can connect; a
+// Fast (test) cluster trusts local connections instead.
 package pgcluster
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -25,6 +32,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 )
+
+// ErrNotRunning means Attach found no server running in the directory.
+var ErrNotRunning = errors.New("private postgres is not running")
+
+// passFile is the libpq password file in the cluster's directory.
+const passFile = "regressd.pgpass"
 
 // ErrNoBinaries means no PostgreSQL server binaries were found.
 var ErrNoBinaries = errors.New("PostgreSQL server binaries (initdb, pg_ctl) not found: install the distribution's package (Debian/Ubuntu: apt-get install postgresql; Fedora: dnf install postgresql-server) or pass --database-url")
@@ -39,19 +52,22 @@ const (
 type Options struct {
 	// Dir holds the cluster. Created when missing; reused when it holds one.
 	Dir string
-	// Fast turns off fsync and full-page writes: for tests only.
+	// Fast turns off fsync and full-page writes, and a cluster created Fast
+	// trusts every local connection: for tests only.
 	Fast   bool
 	Logger *slog.Logger
 }
 
 // Cluster is a running private PostgreSQL server.
 type Cluster struct {
-	dir    string
-	bin    string
-	port   int
-	owned  bool
-	cred   *syscall.Credential
-	logger *slog.Logger
+	dir   string
+	bin   string
+	port  int
+	owned bool
+	// passfile is the password file's path; empty for a trusting cluster.
+	passfile string
+	cred     *syscall.Credential
+	logger   *slog.Logger
 }
 
 // FindBinDir locates initdb and pg_ctl: `pg_config --bindir`, then the newest
@@ -89,6 +105,51 @@ func isExec(p string) bool {
 // Start creates the cluster if needed and starts it, or attaches to the one
 // already running in Dir (then Stop leaves it running).
 func Start(ctx context.Context, o Options) (*Cluster, error) {
+	c, err := open(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.attach(ctx); err == nil {
+		return c, nil
+	}
+	if _, err := os.Stat(filepath.Join(c.dir, "PG_VERSION")); err != nil {
+		if err := c.initdb(ctx, o.Fast); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.start(ctx, o.Fast); err != nil {
+		return nil, err
+	}
+	c.owned = true
+	if err := c.ensureDatabase(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	if c.passfile == "" && !o.Fast {
+		// Created by a regressd that trusted local connections: close that now.
+		if err := c.requirePassword(ctx); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Attach connects to the server already running in Dir and never starts
+// one: ErrNotRunning when there is none. Stop leaves it running.
+func Attach(ctx context.Context, o Options) (*Cluster, error) {
+	c, err := open(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.attach(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// open resolves where the cluster lives and who runs it.
+func open(o Options) (*Cluster, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -115,35 +176,43 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if port, ok := c.runningPort(); ok {
-		c.port = port
-		if err := c.waitReady(ctx); err == nil {
-			c.logger.Info("attached to running private postgres", "dir", c.dir, "port", port)
-			return c, nil
-		}
-	}
-	if _, err := os.Stat(filepath.Join(c.dir, "PG_VERSION")); err != nil {
-		if err := c.initdb(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.start(ctx, o.Fast); err != nil {
-		return nil, err
-	}
-	c.owned = true
-	if err := c.ensureDatabase(ctx); err != nil {
-		c.Stop()
-		return nil, err
+	if p := filepath.Join(c.dir, passFile); fileExists(p) {
+		c.passfile = p
 	}
 	return c, nil
+}
+
+// attach uses the server running in the directory, if one answers.
+func (c *Cluster) attach(ctx context.Context) error {
+	port, ok := c.runningPort()
+	if !ok {
+		return ErrNotRunning
+	}
+	c.port = port
+	if err := c.waitReady(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotRunning, err)
+	}
+	c.logger.Info("attached to running private postgres", "dir", c.dir, "port", port)
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // URL is the connection string of the cluster's regressd database.
 func (c *Cluster) URL() string { return c.DatabaseURL(Database) }
 
-// DatabaseURL is the connection string of one database in the cluster.
+// DatabaseURL is the connection string of one database in the cluster. It
+// holds no secret: the password is read from the file passfile= names, by
+// pgx and psql alike.
 func (c *Cluster) DatabaseURL(db string) string {
-	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", Role, c.port, db)
+	u := fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", Role, c.port, db)
+	if c.passfile != "" {
+		u += "&passfile=" + url.QueryEscape(c.passfile)
+	}
+	return u
 }
 
 // Stop stops the server if this Cluster started it.
@@ -228,11 +297,92 @@ func (c *Cluster) command(ctx context.Context, name string, args ...string) *exe
 	return cmd
 }
 
-func (c *Cluster) initdb(ctx context.Context) error {
-	out, err := c.command(ctx, "initdb", "-D", c.dir, "-U", Role, "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync").CombinedOutput()
+func (c *Cluster) initdb(ctx context.Context, trust bool) error {
+	args := []string{"-D", c.dir, "-U", Role, "-E", "UTF8", "--no-locale", "--no-sync"}
+	var password string
+	if trust {
+		args = append(args, "--auth=trust")
+	} else {
+		password = newPassword()
+		// initdb reads the password from a file the server user can read;
+		// the data dir must be empty, so it lives in the temp dir meanwhile.
+		pw, err := os.CreateTemp("", "regressd-pw-")
+		if err != nil {
+			return fmt.Errorf("private postgres: %w", err)
+		}
+		defer os.Remove(pw.Name())
+		_, err = pw.WriteString(password + "\n")
+		if cerr := pw.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && c.cred != nil {
+			err = c.chown(pw.Name())
+		}
+		if err != nil {
+			return fmt.Errorf("private postgres: password file: %w", err)
+		}
+		args = append(args, "--auth=scram-sha-256", "--pwfile="+pw.Name())
+	}
+	out, err := c.command(ctx, "initdb", args...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("private postgres: initdb in %s: %v: %s", c.dir, err, lastLines(out, 3))
 	}
+	if password != "" {
+		return c.writePassfile(password)
+	}
+	return nil
+}
+
+func newPassword() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// writePassfile keeps the password where DatabaseURL's passfile= points,
+// readable by this process's user only (libpq ignores a laxer file).
+func (c *Cluster) writePassfile(password string) error {
+	p := filepath.Join(c.dir, passFile)
+	if err := os.WriteFile(p, []byte("*:*:*:"+Role+":"+password+"\n"), 0o600); err != nil {
+		return fmt.Errorf("private postgres: write %s: %w", p, err)
+	}
+	c.passfile = p
+	return nil
+}
+
+// hbaPassword is the pg_hba.conf of a cluster that requires the password.
+const hbaPassword = `# Written by regressd: every connection authenticates with the password in
+# ` + passFile + ` (scram-sha-256); no local user is trusted.
+local   all             all                     scram-sha-256
+host    all             all     127.0.0.1/32    scram-sha-256
+host    all             all     ::1/128         scram-sha-256
+local   replication     all                     scram-sha-256
+host    replication     all     127.0.0.1/32    scram-sha-256
+host    replication     all     ::1/128         scram-sha-256
+`
+
+// requirePassword turns a trusting cluster, as earlier regressd versions
+// created, into one that requires a generated password.
+func (c *Cluster) requirePassword(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, c.DatabaseURL("postgres"))
+	if err != nil {
+		return fmt.Errorf("private postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	password := newPassword()
+	if _, err := conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{Role}.Sanitize()+" PASSWORD '"+password+"'"); err != nil {
+		return fmt.Errorf("private postgres: set password: %w", err)
+	}
+	if err := c.writePassfile(password); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "pg_hba.conf"), []byte(hbaPassword), 0o600); err != nil {
+		return fmt.Errorf("private postgres: write pg_hba.conf: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return fmt.Errorf("private postgres: reload: %w", err)
+	}
+	c.logger.Info("private postgres now requires a password", "passfile", c.passfile)
 	return nil
 }
 

@@ -2,8 +2,11 @@ package pgcluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -53,5 +56,78 @@ func TestStartStopReuse(t *testing.T) {
 	var v int
 	if err := conn.QueryRow(ctx, `SELECT v FROM kept`).Scan(&v); err != nil || v != 42 {
 		t.Fatalf("v=%d err=%v, want 42", v, err)
+	}
+}
+
+// A cluster regressd runs requires the generated password; its URL carries
+// no secret but names the 0600 password file, and a trusting cluster of an
+// earlier version is closed on its next start.
+func TestPasswordRequired(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name        string
+		createdFast bool
+	}{
+		{"created", false},
+		{"trusting cluster restarted", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.Chmod(dir, 0o755)
+			pg := filepath.Join(dir, "pg")
+			if tc.createdFast {
+				old, err := Start(ctx, Options{Dir: pg, Fast: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := old.Stop(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := Start(ctx, Options{Dir: pg})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Stop()
+			u := c.URL()
+			if !strings.Contains(u, "passfile=") {
+				t.Fatalf("URL %q names no password file", u)
+			}
+			conn, err := pgx.Connect(ctx, u)
+			if err != nil {
+				t.Fatalf("connect with the URL: %v", err)
+			}
+			conn.Close(ctx)
+			fi, err := os.Stat(filepath.Join(c.Dir(), passFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != 0o600 {
+				t.Errorf("password file mode %o, want 600", got)
+			}
+			bare := fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", Role, c.Port(), Database)
+			if conn, err := pgx.Connect(ctx, bare); err == nil {
+				conn.Close(ctx)
+				t.Fatalf("connected without the password")
+			}
+			att, err := Attach(ctx, Options{Dir: pg})
+			if err != nil {
+				t.Fatalf("attach: %v", err)
+			}
+			if got, want := att.URL(), u; got != want {
+				t.Errorf("attached URL %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+func TestAttachStartsNothing(t *testing.T) {
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	if _, err := Attach(context.Background(), Options{Dir: filepath.Join(dir, "pg")}); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("err=%v, want ErrNotRunning", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pg", "PG_VERSION")); err == nil {
+		t.Fatal("Attach created a cluster")
 	}
 }
