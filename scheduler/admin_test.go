@@ -26,6 +26,9 @@ func TestCreateRefusesAnUnrunnableTrigger(t *testing.T) {
 		{"request without model", "request:r1", "measurement=m,field=y",
 			[]string{`"model" is required: a request body cannot supply it`}},
 		{"request leaving the table to the body", "request:r2", "model=v/m", nil},
+		{"cron that never fires", "cron:0 0 30 2 *", "measurement=m,field=y,feature_fields=a,model=v/m", []string{"never fires"}},
+		{"cron on a leap day", "cron:0 0 29 2 *", "measurement=m,field=y,feature_fields=a,model=v/m", nil},
+		{"every overflows", "every:100000000000d", "measurement=m,field=y,feature_fields=a,model=v/m", []string{"too large"}},
 		{"schedule names each missing", "every:1h", "field=y",
 			[]string{`"measurement" is required`, `"feature_fields" is required`, `"model" is required`}},
 	}

@@ -48,6 +48,7 @@ func TestResolveArgsErrors(t *testing.T) {
 		{"duplicate key", base + ",window=1d,window=2d", false, []string{`"window" given twice`}},
 		{"not key=value", base + ",oops", false, []string{`"oops" is not key=value`}},
 		{"bad duration", base + ",window=soon", false, []string{"window: bad duration"}},
+		{"duration overflows", base + ",window=100000000000d,request_timeout=1e13h", false, []string{`window: duration "100000000000d" is too large`, `request_timeout: duration "1e13h" is too large`}},
 		{"bad int", base + ",min_history=lots", false, []string{"min_history: \"lots\" is not a whole number"}},
 		{"int below one", base + ",predict_batch_size=0", false, []string{"predict_batch_size: must be at least 1"}},
 		{"bad bool", base + ",skip_existing=maybe", false, []string{"skip_existing"}},

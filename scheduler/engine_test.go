@@ -96,3 +96,28 @@ func TestTaskPolledUnderPathOrName(t *testing.T) {
 		t.Errorf("GET under an unknown path: HTTP %d, want 404", code)
 	}
 }
+
+// A key given twice in the body is refused, naming it, as duplicate trigger
+// arguments and tag keys are; a refusal before any task exists has no task id.
+func TestEngineBodyDuplicateKeys(t *testing.T) {
+	s, mux, _ := newTestScheduler(t)
+	args, _ := SplitArgs("model=v/m")
+	if err := s.Store().Create(context.Background(), Trigger{Name: "open", Spec: "request:open", Args: args}); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ body, want string }{
+		{`{"measurement": "m", "field": "y", "feature_fields": "a", "tags": "host:a", "tags": "host:b"}`, `body key "tags" given twice`},
+		{`{"measurement": "m", "field": "y", "feature_fields": "a", "tags": {"host": "a", "host": "b"}}`, `tags: key "host" given twice`},
+		{`{"dry_run": true, "dry_run": false, "window": "1d", "window": "2d"}`, `body key "dry_run" given twice`},
+	}
+	for _, tc := range cases {
+		code, out := do(t, mux, http.MethodPost, "/api/v3/engine/open", tc.body)
+		msg, _ := out["message"].(string)
+		if code != http.StatusBadRequest || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s: HTTP %d %v, want 400 saying %q", tc.body, code, out, tc.want)
+		}
+		if _, ok := out["task_id"]; ok {
+			t.Errorf("%s: a refused request names a task: %v", tc.body, out)
+		}
+	}
+}

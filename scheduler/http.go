@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -208,12 +209,20 @@ func ParseEngineBody(body []byte, triggerArgs map[string]string) (EngineRequest,
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return req, fmt.Errorf("body must be a JSON object: %v", err)
 	}
+	// encoding/json keeps the last of duplicate keys; a body that says two
+	// things is refused, as duplicate trigger arguments and tags are.
+	var errs []error
+	for _, k := range duplicateKeys(body) {
+		errs = append(errs, fmt.Errorf("body key %q given twice", k))
+	}
+	for _, k := range duplicateKeys(raw["tags"]) {
+		errs = append(errs, fmt.Errorf("tags: key %q given twice", k))
+	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	var errs []error
 	for _, k := range keys {
 		v := raw[k]
 		if !bodyKeys[k] {
@@ -262,6 +271,33 @@ func ParseEngineBody(body []byte, triggerArgs map[string]string) (EngineRequest,
 		}
 	}
 	return req, errors.Join(errs...)
+}
+
+// duplicateKeys returns the keys that a JSON object names more than once,
+// in order, each once; nothing for anything but a valid object. Nested
+// values are not looked into.
+func duplicateKeys(obj []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	seen := map[string]int{}
+	var dups []string
+	for dec.More() {
+		tok, err := dec.Token()
+		k, ok := tok.(string)
+		if err != nil || !ok {
+			return dups
+		}
+		if seen[k]++; seen[k] == 2 {
+			dups = append(dups, k)
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return dups
+		}
+	}
+	return dups
 }
 
 // bodyString turns a body value into the argument string form: lists may be

@@ -70,7 +70,7 @@ func ParseSpec(spec string) (ParsedSpec, error) {
 		}
 		return ParsedSpec{Kind: kind, Path: rest}, nil
 	case SpecEvery:
-		d, err := schemas.ParseDuration(rest)
+		d, err := parseDuration(rest)
 		if err != nil {
 			return ParsedSpec{}, fmt.Errorf("trigger spec %q: %w", spec, err)
 		}
@@ -100,6 +100,9 @@ func (t Trigger) Validate(models ModelCheck) error {
 	ps, err := ParseSpec(t.Spec)
 	if err != nil {
 		errs = append(errs, err)
+	} else if ps.Kind == SpecCron && ps.Schedule.Next(time.Now()).IsZero() {
+		// cron's Next looks five years ahead: "0 0 30 2 *" finds nothing.
+		errs = append(errs, fmt.Errorf("trigger spec %q never fires: no time within 5 years matches it", t.Spec))
 	}
 	// A request trigger may leave table and columns to the request body.
 	if _, err := ResolveArgs(t.Args, ps.Kind == SpecRequest, models); err != nil {
