@@ -101,7 +101,7 @@ func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
 	meta := schemas.TaskMeta{
 		TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement, Target: job.Args.Field,
 		Model: job.Args.Model, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
-		Origin: job.Origin, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
+		Origin: job.Origin, SkipExisting: job.Args.SkipExisting, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
 	}
 	resumed, err := p.resumePlan(ctx, job, log)
 	if !resumed && err == nil {

@@ -56,6 +56,9 @@ type TaskMeta struct {
 	End         time.Time         `json:"end"`
 	DryRun      bool              `json:"dry_run,omitempty"`
 	Origin      string            `json:"origin,omitempty"`
+	// SkipExisting keeps a prediction already written (by a task running
+	// beside this one) instead of replacing it, and does not count it.
+	SkipExisting bool `json:"skip_existing,omitempty"`
 
 	// Batches is the number of query batches of the task; 0 when the task ended
 	// in the producer (skipped or failed before any model call).

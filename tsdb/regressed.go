@@ -244,7 +244,7 @@ type Point struct {
 // WritePredictions writes points for the series inside tx; writing a point
 // again replaces its value. It returns the number of rows written.
 func WritePredictions(ctx context.Context, tx pgx.Tx, s Series, points []Point) (int64, error) {
-	n, err := WriteGroup(ctx, tx, []Write{{s, points}})
+	n, err := WriteGroup(ctx, tx, []Write{{Series: s, Points: points}})
 	if err != nil {
 		return 0, err
 	}
@@ -255,6 +255,9 @@ func WritePredictions(ctx context.Context, tx pgx.Tx, s Series, points []Point) 
 type Write struct {
 	Series Series
 	Points []Point
+	// KeepExisting keeps a point already in the table (skip_existing): it
+	// is neither replaced nor counted as written.
+	KeepExisting bool
 }
 
 // WriteGroup writes several series' points inside tx (WritePredictions for
@@ -291,7 +294,7 @@ func WriteGroup(ctx context.Context, tx pgx.Tx, ws []Write) ([]int64, error) {
 				out[j] = int64(len(ws[j].Points))
 				continue
 			}
-			n, err := upsert(ctx, tx, ws[j].Series, ws[j].Points)
+			n, err := upsert(ctx, tx, ws[j].Series, ws[j].Points, ws[j].KeepExisting)
 			if err != nil {
 				return nil, err
 			}
@@ -355,7 +358,7 @@ func copyNew(ctx context.Context, tx pgx.Tx, ws []Write, which []int) error {
 // table, then one INSERT … ON CONFLICT that also empties the staging table
 // (DELETE … RETURNING: a TRUNCATE would swap the table's files on every
 // call, which cost more than the write at a few hundred rows).
-func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point) (int64, error) {
+func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point, keep bool) (int64, error) {
 	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS regressd_stage ("time" timestamptz NOT NULL, value double precision NOT NULL) ON COMMIT DELETE ROWS`); err != nil {
 		return 0, fmt.Errorf("staging table: %w", err)
 	}
@@ -372,10 +375,14 @@ func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point) (int64, er
 		args = append(args, v)
 		sel = append(sel, "$"+strconv.Itoa(len(args))+"::text")
 	}
+	onConflict := "DO UPDATE SET value = EXCLUDED.value"
+	if keep {
+		onConflict = "DO NOTHING"
+	}
 	// DISTINCT ON keeps one value per time should a batch repeat a timestamp.
 	sql := fmt.Sprintf(`WITH staged AS (DELETE FROM regressd_stage RETURNING "time", value)
-		INSERT INTO %s (%s) SELECT DISTINCT ON ("time") %s FROM staged ORDER BY "time" ON CONFLICT %s DO UPDATE SET value = EXCLUDED.value`,
-		pgx.Identifier{RegressedName(s.Measurement)}.Sanitize(), strings.Join(cols, ", "), strings.Join(sel, ", "), conflictTarget(s))
+		INSERT INTO %s (%s) SELECT DISTINCT ON ("time") %s FROM staged ORDER BY "time" ON CONFLICT %s %s`,
+		pgx.Identifier{RegressedName(s.Measurement)}.Sanitize(), strings.Join(cols, ", "), strings.Join(sel, ", "), conflictTarget(s), onConflict)
 	tag, err := tx.Exec(ctx, sql, args...)
 	if err != nil {
 		return 0, fmt.Errorf("write predictions: %w", err)

@@ -150,10 +150,10 @@ func TestWriteGroup(t *testing.T) {
 			}
 			var err error
 			n, err = WriteGroup(ctx, tx, []Write{
-				{a, []Point{{t0, v}, {t0.Add(time.Hour), v}}},
-				{other, []Point{{t0, v}}},
-				{b, []Point{{t0, v}}},
-				{b, nil},
+				{Series: a, Points: []Point{{t0, v}, {t0.Add(time.Hour), v}}},
+				{Series: other, Points: []Point{{t0, v}}},
+				{Series: b, Points: []Point{{t0, v}}},
+				{Series: b},
 			})
 			return err
 		})
@@ -171,6 +171,21 @@ func TestWriteGroup(t *testing.T) {
 		if err := pool.QueryRow(ctx, `SELECT count(*), sum(value) FROM g_regressed`).Scan(&rows, &sum); err != nil || rows != 3 || sum != 3*v {
 			t.Fatalf("after write %v: %d rows summing to %v (%v), want 3 rows of %v", v, rows, sum, err, v)
 		}
+	}
+	// skip_existing: a point another task wrote meanwhile is kept and not
+	// counted; only the new one is written.
+	var n []int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		n, err = WriteGroup(ctx, tx, []Write{{Series: a, Points: []Point{{t0, 9}, {t0.Add(2 * time.Hour), 9}}, KeepExisting: true}})
+		return err
+	})
+	var sum float64
+	if err != nil || !slices.Equal(n, []int64{1}) {
+		t.Fatalf("keep-existing write: written %v (%v), want [1]", n, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT sum(value) FROM g_regressed WHERE host = 'a'`).Scan(&sum); err != nil || sum != 2+2+9 {
+		t.Fatalf("host a sums to %v (%v), want the two kept values 2 and the new 9", sum, err)
 	}
 }
 
