@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/regressd/regressd/gateway"
 )
@@ -41,7 +40,7 @@ func (r *Remote) Predict(ctx context.Context, req Request) ([]float64, error) {
 	out, err := c.Predict(ctx, req.X, req.Y, req.Xq, nil)
 	if err != nil {
 		if gateway.IsTransient(err) {
-			return nil, fmt.Errorf("gateway: %w", err)
+			return nil, err // the gateway's errors already say "gateway:"
 		}
 		return nil, Final(err)
 	}
