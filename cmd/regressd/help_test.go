@@ -141,6 +141,7 @@ func TestStoreCommandsNeedAnExistingDataDir(t *testing.T) {
 			{"keys", "list"},
 			{"dlq", "list"},
 			{"replay", "--trigger", "t", "--since", "1d"},
+			{"database-url"},
 		} {
 			args = append(args, "--data-dir", dataDir)
 			code, _, errOut := runCLI(t, args...)

@@ -44,20 +44,21 @@ func main() {
 
 func (m *Main) commands() map[string]command {
 	return map[string]command{
-		"run":       &roleCommand{m: m, roles: allRoles, name: "run", synopsis: "run every role in one process (embedded NATS and PostgreSQL by default)"},
-		"scheduler": &roleCommand{m: m, roles: []role{roleScheduler}, synopsis: "run the scheduler: triggers, cron, the engine HTTP endpoint"},
-		"producer":  &roleCommand{m: m, roles: []role{roleProducer}, synopsis: "run the producer: read windows into Arrow batches"},
-		"worker":    &roleCommand{m: m, roles: []role{roleWorker}, synopsis: "run a worker: predict batches with the engine or a gateway"},
-		"writer":    &roleCommand{m: m, roles: []role{roleWriter}, synopsis: "run the writer: append predictions and the task ledger"},
-		"gateway":   &roleCommand{m: m, roles: []role{roleGateway}, synopsis: "serve the hosted prediction API (POST /predict)"},
-		"trigger":   &triggerCommand{m: m},
-		"keys":      &keysCommand{m: m},
-		"demo":      &demoCommand{m: m},
-		"replay":    &replayCommand{m: m},
-		"dlq":       &dlqCommand{m: m},
-		"models":    &modelsCommand{m: m},
-		"eval":      &evalCommand{m: m},
-		"bench":     &benchCommand{m: m},
+		"run":          &roleCommand{m: m, roles: allRoles, name: "run", synopsis: "run every role in one process (embedded NATS and PostgreSQL by default)"},
+		"scheduler":    &roleCommand{m: m, roles: []role{roleScheduler}, synopsis: "run the scheduler: triggers, cron, the engine HTTP endpoint"},
+		"producer":     &roleCommand{m: m, roles: []role{roleProducer}, synopsis: "run the producer: read windows into Arrow batches"},
+		"worker":       &roleCommand{m: m, roles: []role{roleWorker}, synopsis: "run a worker: predict batches with the engine or a gateway"},
+		"writer":       &roleCommand{m: m, roles: []role{roleWriter}, synopsis: "run the writer: append predictions and the task ledger"},
+		"gateway":      &roleCommand{m: m, roles: []role{roleGateway}, synopsis: "serve the hosted prediction API (POST /predict)"},
+		"trigger":      &triggerCommand{m: m},
+		"keys":         &keysCommand{m: m},
+		"database-url": &databaseURLCommand{m: m},
+		"demo":         &demoCommand{m: m},
+		"replay":       &replayCommand{m: m},
+		"dlq":          &dlqCommand{m: m},
+		"models":       &modelsCommand{m: m},
+		"eval":         &evalCommand{m: m},
+		"bench":        &benchCommand{m: m},
 	}
 }
 
@@ -100,7 +101,7 @@ func (m *Main) usage(w io.Writer, cmds map[string]command) {
 	b.WriteString("regressd fills gaps in PostgreSQL time-series tables with an in-context regression model.\n\n")
 	b.WriteString("Usage:\n  regressd <command> [flags]\n\nCommands:\n")
 	for _, n := range names {
-		fmt.Fprintf(&b, "  %-10s %s\n", n, cmds[n].Synopsis())
+		fmt.Fprintf(&b, "  %-13s %s\n", n, cmds[n].Synopsis())
 	}
 	b.WriteString("\nRun 'regressd <command> -h' for a command's flags.\n")
 	fmt.Fprint(w, b.String())

@@ -182,6 +182,10 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 		if err := c.m.openDatabase(ctx, &c.common, st); err != nil {
 			return err
 		}
+		if st.cluster != nil {
+			// Its port changes on every start; the URL holds no secret.
+			log.Info("private postgres ready", "url", st.cluster.URL())
+		}
 	}
 	sealer, err := c.sealer()
 	if err != nil {
