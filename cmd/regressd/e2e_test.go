@@ -328,9 +328,9 @@ func TestTriggerCreateChecksTheTable(t *testing.T) {
 		}
 	}
 	// A request trigger may leave the field to the body; the table is still checked.
-	e.createTrigger("partial", "request:partial", "measurement=ok")
+	e.createTrigger("partial", "request:partial", "measurement=ok,model="+defaultModel())
 	st, body := e.do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", nil,
-		map[string]any{"trigger_name": "partial2", "trigger_specification": "request:partial2", "trigger_arguments": "measurement=nope"})
+		map[string]any{"trigger_name": "partial2", "trigger_specification": "request:partial2", "trigger_arguments": "measurement=nope,model=" + defaultModel()})
 	if st != http.StatusBadRequest || !strings.Contains(string(body), "does not exist") {
 		t.Errorf("partial trigger on a missing table: HTTP %d %s", st, body)
 	}
