@@ -107,6 +107,19 @@ func TestHelpListsOnlyTheCommandsFlags(t *testing.T) {
 	}
 }
 
+// A role takes every role's flags, so one command line starts any of them.
+func TestRolesTakeEveryRolesFlags(t *testing.T) {
+	args := []string{"--nats-url", "nats://127.0.0.1:1", "--database-url", "postgres://x@127.0.0.1:1/y", "--data-dir", t.TempDir(),
+		"--http-addr", "127.0.0.1:0", "--gateway-addr", "127.0.0.1:0", "--concurrency", "2", "--wait-timeout", "5s",
+		"--predictor", "local", "--rate-per-minute", "60", "--nats-listen", "127.0.0.1:0"}
+	for _, r := range allRoles {
+		rc := &roleCommand{m: &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}, roles: []role{r}}
+		if err := rc.flags().Parse(args); err != nil {
+			t.Errorf("%s: %v", r, err)
+		}
+	}
+}
+
 // A gateway answers both "error" and "message" with the same text; the
 // trigger client says it once.
 func TestTriggerErrorSaidOnce(t *testing.T) {

@@ -69,7 +69,9 @@ func (c *roleCommand) has(r role) bool {
 	return false
 }
 
-// flags registers what this command's roles use and nothing else.
+// flags registers every role's flags, so one command line (a unit template,
+// the fault harness) starts any role, but -h lists only those this command
+// uses.
 func (c *roleCommand) flags() *flag.FlagSet {
 	name := c.name
 	if name == "" {
@@ -78,47 +80,49 @@ func (c *roleCommand) flags() *flag.FlagSet {
 			name = "run"
 		}
 	}
-	demo := name == "demo" // listens on a free port and for no NATS clients
-	pipeline := c.has(roleProducer) || c.has(roleWorker) || c.has(roleWriter)
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
 	c.common.registerDataDir(fs)
-	if c.has(roleScheduler) || c.has(roleProducer) || c.has(roleWriter) || c.has(roleGateway) {
-		c.common.registerDatabase(fs)
+	c.common.registerDatabase(fs)
+	c.common.registerBus(fs, true)
+	c.common.registerHTTP(fs)
+	c.common.registerGateway(fs)
+	fs.StringVar(&c.predictor, "predictor", envOr("REGRESSD_PREDICTOR", "local"), "worker: 'local' (built-in engine) or 'remote' (a gateway at --gateway-url) (env REGRESSD_PREDICTOR)")
+	fs.StringVar(&c.gatewayURL, "gateway-url", os.Getenv("REGRESSD_GATEWAY_URL"), "base URL of a /predict gateway: the worker's with --predictor remote, and the scheduler then accepts any model slug; https unless loopback (env REGRESSD_GATEWAY_URL)")
+	fs.StringVar(&c.deviceMemory, "device-memory", envOr("REGRESSD_DEVICE_MEMORY", "24GiB"), "device memory the engine may plan for (e.g. 24GiB) (env REGRESSD_DEVICE_MEMORY)")
+	fs.IntVar(&c.concurrency, "concurrency", 2, "messages each role handles at once")
+	fs.DurationVar(&c.waitTimeout, "wait-timeout", 10*time.Minute, "scheduler: how long an engine call waits for its task before answering 202")
+	fs.Int64Var(&c.gw.MaxBodyBytes, "max-body-bytes", gateway.DefaultMaxBodyBytes, "gateway: largest /predict body in bytes; larger gets 413")
+	fs.Float64Var(&c.gw.RatePerMinute, "rate-per-minute", gateway.DefaultRatePerMinute, "gateway: requests per minute allowed per key; more gets 429 with Retry-After")
+	fs.IntVar(&c.gw.RateBurst, "rate-burst", gateway.DefaultRateBurst, "gateway: requests a key may send back to back before the rate applies")
+	fs.IntVar(&c.gw.MaxConcurrent, "max-concurrent", 2, "gateway: predictions computed at once")
+	fs.IntVar(&c.gw.MaxQueue, "max-queue", 8, "gateway: requests that may wait for a prediction slot; more get 503 with Retry-After")
+
+	demo := name == "demo" // listens on a free port and for no NATS clients
+	used := map[string]bool{"data-dir": true, "log-level": true}
+	use := func(on bool, names ...string) {
+		for _, n := range names {
+			used[n] = used[n] || on
+		}
 	}
-	if c.needsBus() {
-		c.common.registerBus(fs, !demo)
-	}
-	if !demo {
-		c.common.registerHTTP(fs)
-	}
-	if c.has(roleWorker) {
-		fs.StringVar(&c.predictor, "predictor", envOr("REGRESSD_PREDICTOR", "local"), "worker: 'local' (built-in engine) or 'remote' (a gateway at --gateway-url) (env REGRESSD_PREDICTOR)")
-	}
-	if c.has(roleWorker) || c.has(roleScheduler) {
-		fs.StringVar(&c.gatewayURL, "gateway-url", os.Getenv("REGRESSD_GATEWAY_URL"), "base URL of a /predict gateway: the worker's with --predictor remote, and the scheduler then accepts any model slug; https unless loopback (env REGRESSD_GATEWAY_URL)")
-	}
-	if c.has(roleWorker) || c.has(roleGateway) {
-		fs.StringVar(&c.deviceMemory, "device-memory", envOr("REGRESSD_DEVICE_MEMORY", "24GiB"), "device memory the engine may plan for (e.g. 24GiB) (env REGRESSD_DEVICE_MEMORY)")
-	}
-	if pipeline {
-		fs.IntVar(&c.concurrency, "concurrency", 2, "messages each role handles at once")
-	}
-	if c.has(roleScheduler) {
-		fs.DurationVar(&c.waitTimeout, "wait-timeout", 10*time.Minute, "scheduler: how long an engine call waits for its task before answering 202")
-	}
-	if c.has(roleGateway) {
-		c.common.registerGateway(fs)
-		fs.Int64Var(&c.gw.MaxBodyBytes, "max-body-bytes", gateway.DefaultMaxBodyBytes, "gateway: largest /predict body in bytes; larger gets 413")
-		fs.Float64Var(&c.gw.RatePerMinute, "rate-per-minute", gateway.DefaultRatePerMinute, "gateway: requests per minute allowed per key; more gets 429 with Retry-After")
-		fs.IntVar(&c.gw.RateBurst, "rate-burst", gateway.DefaultRateBurst, "gateway: requests a key may send back to back before the rate applies")
-		fs.IntVar(&c.gw.MaxConcurrent, "max-concurrent", 2, "gateway: predictions computed at once")
-		fs.IntVar(&c.gw.MaxQueue, "max-queue", 8, "gateway: requests that may wait for a prediction slot; more get 503 with Retry-After")
-	}
+	use(c.has(roleScheduler) || c.has(roleProducer) || c.has(roleWriter) || c.has(roleGateway), "database-url")
+	use(c.needsBus(), "nats-url", "replicas")
+	use(c.needsBus() && !demo, "nats-listen")
+	use(!demo, "http-addr")
+	use(c.has(roleWorker), "predictor")
+	use(c.has(roleWorker) || c.has(roleScheduler), "gateway-url")
+	use(c.has(roleWorker) || c.has(roleGateway), "device-memory")
+	use(c.has(roleProducer) || c.has(roleWorker) || c.has(roleWriter), "concurrency")
+	use(c.has(roleScheduler), "wait-timeout")
+	use(c.has(roleGateway), "gateway-addr", "max-body-bytes", "rate-per-minute", "rate-burst", "max-concurrent", "max-queue")
+	// Hidden are the role flags this command ignores; flags a caller adds
+	// later (demo's --model) are shown.
+	hidden := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { hidden[f.Name] = !used[f.Name] })
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "Usage: regressd %s [flags]\n\n%s.\n\nFlags:\n", name, c.synopsis)
-		fs.PrintDefaults()
+		printFlags(fs, hidden)
 		fmt.Fprint(w, "\nEnvironment:\n")
 		if c.has(roleScheduler) {
 			fmt.Fprint(w, "  SERVICE_API_KEY       model-service key for scheduled runs\n")
@@ -129,6 +133,19 @@ func (c *roleCommand) flags() *flag.FlagSet {
 		}
 	}
 	return fs
+}
+
+// printFlags prints the defaults of the flags of fs but the hidden ones.
+func printFlags(fs *flag.FlagSet, hidden map[string]bool) {
+	doc := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	doc.SetOutput(fs.Output())
+	fs.VisitAll(func(f *flag.Flag) {
+		if !hidden[f.Name] {
+			doc.Var(f.Value, f.Name, f.Usage)
+			doc.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	doc.PrintDefaults()
 }
 
 func (c *roleCommand) Run(ctx context.Context, args []string) error {
