@@ -19,6 +19,10 @@ import (
 // ledger); ok is false when there is none.
 type TaskLookup func(ctx context.Context, taskID string) (sum schemas.TaskSummary, ok bool, err error)
 
+// maxReruns bounds the chain of ended runs Publish follows to find a
+// window's next task id: one lookup per earlier run of the same window.
+const maxReruns = 64
+
 // Publisher publishes jobs and reads task summaries. Summaries live in the
 // task bucket for its TTL (the live view); older ones come from the lookup,
 // when one is set.
@@ -27,6 +31,8 @@ type Publisher struct {
 	tasks  jetstream.KeyValue
 	lookup TaskLookup
 	log    *slog.Logger
+	// dupWindow is the jobs stream's duplicate window.
+	dupWindow time.Duration
 
 	// One watcher of the whole task bucket serves every Wait: a watcher per
 	// call would be a consumer created and deleted on the server per call.
@@ -46,7 +52,11 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream, lookup TaskLookup
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Publisher{js: js, tasks: kv, lookup: lookup, log: log, watchCtx: ctx,
+	jobs, err := js.Stream(ctx, schemas.StreamJobs)
+	if err != nil {
+		return nil, fmt.Errorf("open jobs stream: %w", err)
+	}
+	return &Publisher{js: js, tasks: kv, lookup: lookup, log: log, watchCtx: ctx, dupWindow: jobs.CachedInfo().Config.Duplicates,
 		waiters: map[string]map[chan schemas.TaskSummary]struct{}{}}, nil
 }
 
@@ -55,6 +65,26 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream, lookup TaskLookup
 // the task id names the task already under way.
 func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) (taskID string, duplicate bool, err error) {
 	msgID := schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID, job.DryRun)
+	// A task id names one run of a window. Once that run has ended, the
+	// same window asked for again is a new run (new gaps to fill, a partial
+	// run to finish) with an id of its own, derived from the ended one so
+	// that two callers asking at once still publish one job. A run that
+	// ended within the duplicate window answers a retried call itself, as
+	// an unfinished one does through JetStream's deduplication.
+	for range maxReruns {
+		sum, ok, err := p.Task(ctx, schemas.TaskID(msgID))
+		if err != nil {
+			p.log.Warn("could not tell whether the window already ran; publishing it as asked", "task_id", schemas.TaskID(msgID), "err", err)
+			break
+		}
+		if !ok || !sum.Done() {
+			break
+		}
+		if time.Since(sum.Updated) < p.dupWindow {
+			return sum.TaskID, true, nil
+		}
+		msgID = schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID+"|after:"+sum.TaskID, job.DryRun)
+	}
 	job.Schema = schemas.Version
 	job.TaskID = schemas.TaskID(msgID)
 	body, err := json.Marshal(job)
