@@ -40,7 +40,18 @@ type Publisher struct {
 	mu       sync.Mutex
 	watching bool
 	waiters  map[string]map[chan schemas.TaskSummary]struct{}
+
+	// accepted remembers the last maxAccepted tasks this publisher queued,
+	// as running: a task waiting on a slow model longer than the bucket's
+	// TTL, before the writer has any row of it, is still known to whoever
+	// polls this process.
+	amu           sync.Mutex
+	accepted      map[string]schemas.TaskSummary
+	acceptedOrder []string
 }
+
+// maxAccepted bounds Publisher.accepted (about 200 bytes a task).
+const maxAccepted = 10_000
 
 // NewPublisher binds the jobs stream and the task bucket. ctx bounds the
 // life of the shared task watcher; lookup may be nil.
@@ -57,7 +68,7 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream, lookup TaskLookup
 		return nil, fmt.Errorf("open jobs stream: %w", err)
 	}
 	return &Publisher{js: js, tasks: kv, lookup: lookup, log: log, watchCtx: ctx, dupWindow: jobs.CachedInfo().Config.Duplicates,
-		waiters: map[string]map[chan schemas.TaskSummary]struct{}{}}, nil
+		waiters: map[string]map[chan schemas.TaskSummary]struct{}{}, accepted: map[string]schemas.TaskSummary{}}, nil
 }
 
 // Publish sends a job. The message id makes a second publish of the same
@@ -112,8 +123,10 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 // have expired after the task ended. A failure costs only the early view.
 func (p *Publisher) markQueued(ctx context.Context, job schemas.Job) {
 	now := time.Now().UTC()
-	b, err := json.Marshal(schemas.TaskSummary{TaskID: job.TaskID, Trigger: job.Trigger, Status: schemas.StatusRunning,
-		Start: job.Start, End: job.End, Model: job.Args.Model, Updated: now})
+	sum := schemas.TaskSummary{TaskID: job.TaskID, Trigger: job.Trigger, Status: schemas.StatusRunning,
+		Start: job.Start, End: job.End, Model: job.Args.Model, Updated: now}
+	p.remember(sum)
+	b, err := json.Marshal(sum)
 	if err != nil {
 		return
 	}
@@ -122,14 +135,36 @@ func (p *Publisher) markQueued(ctx context.Context, job schemas.Job) {
 	}
 }
 
-// Task returns a task's summary; ok is false when there is none yet.
+// remember keeps sum among the accepted tasks, forgetting the oldest.
+func (p *Publisher) remember(sum schemas.TaskSummary) {
+	p.amu.Lock()
+	defer p.amu.Unlock()
+	if _, ok := p.accepted[sum.TaskID]; !ok {
+		p.acceptedOrder = append(p.acceptedOrder, sum.TaskID)
+	}
+	p.accepted[sum.TaskID] = sum
+	if len(p.acceptedOrder) > maxAccepted {
+		delete(p.accepted, p.acceptedOrder[0])
+		p.acceptedOrder = p.acceptedOrder[1:]
+	}
+}
+
+// Task returns a task's summary; ok is false when there is none yet. It
+// reads the task bucket, then the lookup (the ledger), then the tasks this
+// publisher queued.
 func (p *Publisher) Task(ctx context.Context, taskID string) (schemas.TaskSummary, bool, error) {
 	e, err := p.tasks.Get(ctx, taskID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		if p.lookup != nil {
-			return p.lookup(ctx, taskID)
+			sum, ok, err := p.lookup(ctx, taskID)
+			if ok || err != nil {
+				return sum, ok, err
+			}
 		}
-		return schemas.TaskSummary{}, false, nil
+		p.amu.Lock()
+		sum, ok := p.accepted[taskID]
+		p.amu.Unlock()
+		return sum, ok, nil
 	}
 	if err != nil {
 		return schemas.TaskSummary{}, false, err

@@ -71,3 +71,31 @@ func TestRepeatedWindowIsANewRunOnceTheLastEnded(t *testing.T) {
 		t.Fatalf("%d jobs published, want 3 (one per run)", n)
 	}
 }
+
+// A queued task whose summary expired from the task bucket before the
+// writer had any row of it (a model slow past the bucket's TTL) is still
+// known, as running, to the publisher that queued it.
+func TestQueuedTaskOutlivesTheBucketTTL(t *testing.T) {
+	srv := bustest.New(t)
+	ctx := context.Background()
+	pub, err := NewPublisher(ctx, srv.JS, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	id, _, err := pub.Publish(ctx, schemas.Job{Trigger: "m", Args: schemas.RunArgs{Measurement: "m", Field: "y", Model: "v/m"},
+		Start: start, End: start.Add(time.Hour)}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, _ := srv.JS.KeyValue(ctx, schemas.BucketTasks)
+	if err := kv.Purge(ctx, id); err != nil { // what the TTL does
+		t.Fatal(err)
+	}
+	if sum, ok, err := pub.Task(ctx, id); err != nil || !ok || sum.Status != schemas.StatusRunning {
+		t.Fatalf("after the bucket forgot it: %+v ok=%v err=%v, want running", sum, ok, err)
+	}
+	if _, ok, _ := pub.Task(ctx, "t_never"); ok {
+		t.Fatal("a task never queued is known")
+	}
+}
