@@ -121,3 +121,32 @@ func TestEngineBodyDuplicateKeys(t *testing.T) {
 		}
 	}
 }
+
+// An engine call still waiting when the scheduler shuts down answers 202
+// with its task id at once, instead of holding the caller until the server
+// drops the connection.
+func TestWaitingCallAnswersOnShutdown(t *testing.T) {
+	srv := bustest.New(t)
+	sealer, _ := schemas.NewSealer([]byte("test-secret-0123456789"))
+	ctx, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	s, err := New(ctx, srv.JS, Config{Sealer: sealer, WaitTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	s.Routes(mux)
+	args, _ := SplitArgs("measurement=m,field=y,feature_fields=a,model=v/m")
+	if err := s.Store().Create(context.Background(), Trigger{Name: "plant", Spec: "request:plant", Args: args}); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(300*time.Millisecond, shutdown)
+	began := time.Now()
+	code, out := do(t, mux, http.MethodPost, "/api/v3/engine/plant", `{}`)
+	if msg, _ := out["message"].(string); code != http.StatusAccepted || out["task_id"] == nil || !strings.Contains(msg, "shutting down") {
+		t.Fatalf("HTTP %d %v, want 202 with the task id and why", code, out)
+	}
+	if d := time.Since(began); d > 10*time.Second {
+		t.Fatalf("answered after %v", d)
+	}
+}

@@ -123,11 +123,16 @@ func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
 	defer cancel()
+	defer context.AfterFunc(s.life, cancel)() // shutting down: answer now
 	sum, err := s.pub.Wait(wctx, taskID)
 	if err != nil {
+		msg := "still running; poll GET /api/v3/engine/" + r.PathValue("trigger") + "/tasks/" + taskID
+		if s.life.Err() != nil {
+			msg = "this server is shutting down; the run goes on in the pipeline: " + msg
+		}
 		writeJSON(w, http.StatusAccepted, map[string]any{"status": schemas.StatusRunning, "task_id": taskID,
 			"result":  map[string]any{"status": schemas.StatusRunning, "written": sum.Written},
-			"message": "still running; poll GET /api/v3/engine/" + r.PathValue("trigger") + "/tasks/" + taskID})
+			"message": msg})
 		return
 	}
 	writeSummary(w, sum)

@@ -51,6 +51,9 @@ type Scheduler struct {
 	store *Store
 	pub   *Publisher
 	log   *slog.Logger
+	// life ends when the scheduler shuts down: engine calls still waiting
+	// then answer 202 with their task id rather than lose the caller.
+	life context.Context
 
 	mu      sync.Mutex
 	entries map[string]*scheduled // by trigger name
@@ -87,7 +90,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Scheduler, e
 	if err != nil {
 		return nil, err
 	}
-	return &Scheduler{cfg: cfg, store: store, pub: pub, log: cfg.Logger, entries: map[string]*scheduled{}}, nil
+	return &Scheduler{cfg: cfg, store: store, pub: pub, log: cfg.Logger, life: ctx, entries: map[string]*scheduled{}}, nil
 }
 
 // Store is the trigger registry.
