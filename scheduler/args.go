@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -226,7 +227,8 @@ func parseFeatures(s, target string, errs []error) ([]string, []error) {
 	return out, errs
 }
 
-// ParseTags parses "k:v k2:v2".
+// ParseTags parses "k:v k2:v2". A value (or key) holding a space, a tab, a
+// ':' in a key, or a '%' writes them percent-escaped: "city:New%20York".
 func ParseTags(s string) (map[string]string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -236,9 +238,16 @@ func ParseTags(s string) (map[string]string, error) {
 	var errs []error
 	for _, kv := range strings.Fields(s) {
 		k, v, ok := strings.Cut(kv, ":")
+		var kerr, verr error
+		if ok {
+			k, kerr = url.PathUnescape(k)
+			v, verr = url.PathUnescape(v)
+		}
 		switch {
 		case !ok || k == "":
 			errs = append(errs, fmt.Errorf("tags: %q is not tag_key:tag_value", kv))
+		case kerr != nil || verr != nil:
+			errs = append(errs, fmt.Errorf("tags: %q has a bad %%-escape (write a literal %% as %%25)", kv))
 		case out[k] != "":
 			errs = append(errs, fmt.Errorf("tags: key %q given twice", k))
 		default:
@@ -248,7 +257,11 @@ func ParseTags(s string) (map[string]string, error) {
 	return out, errors.Join(errs...)
 }
 
-// FormatTags writes tags back as "k:v k2:v2", keys sorted.
+// tagEscaper percent-escapes what the "k:v k2:v2" form cannot hold.
+var tagEscaper = strings.NewReplacer("%", "%25", " ", "%20", "\t", "%09", "\n", "%0A", "\r", "%0D", ":", "%3A", ",", "%2C")
+
+// FormatTags writes tags back as "k:v k2:v2", keys sorted, escaped so that
+// ParseTags reads back the same map.
 func FormatTags(tags map[string]string) string {
 	keys := make([]string, 0, len(tags))
 	for k := range tags {
@@ -257,7 +270,7 @@ func FormatTags(tags map[string]string) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + ":" + tags[k]
+		parts[i] = tagEscaper.Replace(k) + ":" + tagEscaper.Replace(tags[k])
 	}
 	return strings.Join(parts, " ")
 }

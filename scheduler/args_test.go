@@ -227,3 +227,31 @@ func TestParseSpec(t *testing.T) {
 		}
 	}
 }
+
+// Any tag value can be selected: the object form takes values as sent, and
+// the string form reads them percent-escaped.
+func TestTagsWithSpacesAndEscapes(t *testing.T) {
+	want := map[string]string{"city": "New York", "odd key": "50% off, a:b", "plain": "x"}
+	got, err := ParseTags(FormatTags(want))
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("round trip of %q: %v %v", FormatTags(want), got, err)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%q: %q, want %q", k, got[k], v)
+		}
+	}
+	if got, err := ParseTags("city:New%20York"); err != nil || got["city"] != "New York" {
+		t.Errorf("escaped string form: %v %v", got, err)
+	}
+	if _, err := ParseTags("city:100%"); err == nil || !strings.Contains(err.Error(), "%25") {
+		t.Errorf("a bad escape: %v", err)
+	}
+	s, err := bodyString("tags", []byte(`{"city": "New York"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ParseTags(s); err != nil || got["city"] != "New York" {
+		t.Errorf("object form: %q → %v %v", s, got, err)
+	}
+}

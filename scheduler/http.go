@@ -327,12 +327,7 @@ func bodyString(k string, v json.RawMessage) (string, error) {
 	case "tags":
 		var m map[string]string
 		if err := json.Unmarshal(v, &m); err == nil {
-			for tk, tv := range m {
-				if strings.ContainsAny(tk+tv, " \t") || strings.Contains(tk, ":") {
-					return "", fmt.Errorf("tags: %q:%q holds white space or ':'", tk, tv)
-				}
-			}
-			return FormatTags(m), nil
+			return FormatTags(m), nil // escaped: any value reads back as sent
 		}
 		return "", errors.New(`tags must be "k:v k2:v2" or an object of strings`)
 	}
