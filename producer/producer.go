@@ -246,7 +246,7 @@ func (p *Producer) publishVerdict(ctx context.Context, meta schemas.TaskMeta, v 
 	m.Header.Set(schemas.HeaderBatch, "-1")
 	m.Header.Set(schemas.HeaderStatus, v.status)
 	m.Header.Set(schemas.HeaderMessage, v.msg)
-	m.Header.Set("Regressd-Code", strconv.Itoa(v.code))
+	m.Header.Set(schemas.HeaderCode, strconv.Itoa(v.code))
 	_, err = p.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+idSuffix))
 	return err
 }

@@ -85,6 +85,9 @@ type TaskMeta struct {
 const (
 	HeaderStatus  = "Regressd-Status"
 	HeaderMessage = "Regressd-Message"
+	// HeaderCode is the HTTP status a caller should see for a verdict or a
+	// failed batch, when the failure is the caller's to fix.
+	HeaderCode = "Regressd-Code"
 
 	BatchOK     = "ok"
 	BatchFailed = "failed"

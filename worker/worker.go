@@ -20,6 +20,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/gateway"
 	"github.com/regressd/regressd/schemas"
 )
 
@@ -147,12 +148,12 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	if err != nil {
 		log.Error("batch failed", "err", err)
-		if perr := w.publish(ctx, meta, batchNo, rec, nil, err.Error()); perr != nil {
+		if perr := w.publish(ctx, meta, batchNo, rec, nil, err.Error(), callerStatus(err)); perr != nil {
 			return perr
 		}
 		return msg.Ack()
 	}
-	if err := w.publish(ctx, meta, batchNo, rec, preds, ""); err != nil {
+	if err := w.publish(ctx, meta, batchNo, rec, preds, "", 0); err != nil {
 		return err
 	}
 	log.Debug("batch predicted", "rows", rec.NumRows())
@@ -286,8 +287,21 @@ func columnsToRows(rec arrow.RecordBatch, from int) [][]float64 {
 	return rows
 }
 
-// publish sends a batch's predictions (or its failure) to the writer.
-func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int, rec arrow.RecordBatch, preds []float64, failure string) error {
+// callerStatus is the HTTP status of a gateway's refusal that is the
+// caller's to fix (a refused service key, an unknown model, input the
+// gateway rejects), so that a task failing with it answers that status; 0
+// for anything else (the model side's trouble).
+func callerStatus(err error) int {
+	var he *gateway.HTTPError
+	if errors.As(err, &he) && he.Status >= 400 && he.Status < 500 && !gateway.IsTransient(err) {
+		return he.Status
+	}
+	return 0
+}
+
+// publish sends a batch's predictions (or its failure, with the status a
+// caller should see when not 0) to the writer.
+func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int, rec arrow.RecordBatch, preds []float64, failure string, status int) error {
 	m := &nats.Msg{Subject: schemas.SubjectResults + schemas.SubjectToken(meta.Trigger), Header: nats.Header{}}
 	meta.SealedKey = "" // the writer never needs the key
 	hdr, _ := json.Marshal(meta)
@@ -298,6 +312,9 @@ func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int
 	if failure != "" {
 		m.Header.Set(schemas.HeaderStatus, schemas.BatchFailed)
 		m.Header.Set(schemas.HeaderMessage, failure)
+		if status != 0 {
+			m.Header.Set(schemas.HeaderCode, strconv.Itoa(status))
+		}
 	} else {
 		m.Header.Set(schemas.HeaderStatus, schemas.BatchOK)
 		out := resultRecord(rec.Column(0).(*array.Timestamp), preds)

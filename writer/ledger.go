@@ -118,7 +118,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 		}
 		var nos []int32
 		var written []int64
-		var done, failed int
+		var done, failed, code int
 		var total, remaining int64
 		for i := lo; i < hi; i++ {
 			if out[i] == nil {
@@ -137,6 +137,9 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 			} else {
 				failed++
 				remaining += int64(r.rows)
+				if code == 0 {
+					code = r.code
+				}
 			}
 		}
 		if len(nos) > 0 {
@@ -148,6 +151,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 				UPDATE regressd_tasks SET
 					batches_done = batches_done + $2, batches_failed = batches_failed + $3,
 					written = written + $4, remaining = remaining + $5, updated = now(),
+					code = CASE WHEN code = 0 THEN $8 ELSE code END,
 					status = CASE
 						WHEN batches_done + $2 + batches_failed + $3 < batches THEN 'running'
 						WHEN batches_failed + $3 = batches THEN 'failed'
@@ -155,7 +159,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 						WHEN dry_run THEN 'dry_run'
 						ELSE 'success' END
 				WHERE task_id = $1
-				RETURNING status`, rs[lo].meta.TaskID, done, failed, total, remaining, nos, written)
+				RETURNING status`, rs[lo].meta.TaskID, done, failed, total, remaining, nos, written, code)
 			reads = append(reads, rs[lo].meta.TaskID)
 		}
 		lo = hi

@@ -179,7 +179,7 @@ func (w *Writer) decode(msg jetstream.Msg) (result, error) {
 		return r, fmt.Errorf("result batch %q out of range", h.Get(schemas.HeaderBatch))
 	}
 	r.status, r.msg = h.Get(schemas.HeaderStatus), h.Get(schemas.HeaderMessage)
-	r.code, _ = strconv.Atoi(h.Get("Regressd-Code"))
+	r.code, _ = strconv.Atoi(h.Get(schemas.HeaderCode))
 	r.rows, _ = strconv.Atoi(h.Get("Regressd-Rows"))
 	switch r.status {
 	case schemas.BatchOK:

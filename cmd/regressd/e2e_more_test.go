@@ -155,14 +155,18 @@ func TestPartialKeepsEarlierBatches(t *testing.T) {
 	e.waitObjects(out["task_id"].(string), schemas.ContextObject(out["task_id"].(string)))
 }
 
+// Every batch refused by the gateway for the caller's reason (an unknown
+// model, a refused service key) fails the run with that status, not a 5xx.
 func TestAllBatchesFailingIsFailed(t *testing.T) {
-	vendor, _ := fakeVendor(t, func(int64) int { return http.StatusNotFound })
-	e := startEnv(t, "--predictor", "remote", "--gateway-url", vendor.URL)
-	e.makeTable(seriesSpec{table: "f", start: t0, rows: 100, gapEach: 5})
-	e.createTrigger("f", "request:f", argsModel("f", "vendor/model-x", "predict_batch_size=10"))
-	st, out := e.engine("f", window(t0, t0.Add(100*time.Hour)))
-	if st < 500 || out["status"] != "failed" || !strings.Contains(out["message"].(string), "2 of 2 batches failed") {
-		t.Fatalf("HTTP %d %v, want a 5xx failed run", st, out)
+	for _, status := range []int{http.StatusNotFound, http.StatusForbidden} {
+		vendor, _ := fakeVendor(t, func(int64) int { return status })
+		e := startEnv(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+		e.makeTable(seriesSpec{table: "f", start: t0, rows: 100, gapEach: 5})
+		e.createTrigger("f", "request:f", argsModel("f", "vendor/model-x", "predict_batch_size=10"))
+		st, out := e.engine("f", window(t0, t0.Add(100*time.Hour)))
+		if st != status || out["status"] != "failed" || !strings.Contains(out["message"].(string), "2 of 2 batches failed") {
+			t.Fatalf("gateway %d: HTTP %d %v, want a failed run answering %d", status, st, out, status)
+		}
 	}
 }
 
