@@ -241,13 +241,24 @@ func (c *dlqCommand) printList(entries []deadLetterEntry, asJSON bool) error {
 	return nil
 }
 
-func (c *dlqCommand) show(ctx context.Context, str jetstream.Stream, seq uint64) error {
+// getDeadLetter reads one dead letter. A sequence the DLQ does not hold
+// (never used, or already retried or purged) is "no dead letter N" for every
+// action alike.
+func getDeadLetter(ctx context.Context, str jetstream.Stream, seq uint64) (*jetstream.RawStreamMsg, error) {
 	raw, err := str.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("no dead letter %d (see 'regressd dlq list')", seq)
+		return nil, fmt.Errorf("no dead letter %d (see 'regressd dlq list')", seq)
 	}
 	if err != nil {
-		return fmt.Errorf("read dead letter %d: %w", seq, err)
+		return nil, fmt.Errorf("read dead letter %d: %w", seq, err)
+	}
+	return raw, nil
+}
+
+func (c *dlqCommand) show(ctx context.Context, str jetstream.Stream, seq uint64) error {
+	raw, err := getDeadLetter(ctx, str, seq)
+	if err != nil {
+		return err
 	}
 	e := entryOf(raw.Sequence, raw.Time, raw.Subject, raw.Header, len(raw.Data))
 	w := c.m.Stdout
@@ -285,9 +296,9 @@ func (c *dlqCommand) retry(ctx context.Context, js jetstream.JetStream, str jets
 	var errs []error
 	n := 0
 	for _, seq := range seqs {
-		raw, err := str.GetMsg(ctx, seq)
+		raw, err := getDeadLetter(ctx, str, seq)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("dead letter %d: %w", seq, err))
+			errs = append(errs, err)
 			continue
 		}
 		stream, rest, _ := strings.Cut(raw.Header.Get(schemas.HeaderOrigin), ":")
@@ -331,11 +342,19 @@ func (c *dlqCommand) purge(ctx context.Context, str jetstream.Stream, seqs []uin
 	var errs []error
 	n := 0
 	for _, seq := range seqs {
+		// Deleting a sequence the stream never held fails with a store error
+		// ("stream store EOF"), not "not found": ask first.
+		if _, err := getDeadLetter(ctx, str, seq); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		if err := str.DeleteMsg(ctx, seq); err != nil {
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				err = errors.New("no such dead letter")
+				err = fmt.Errorf("no dead letter %d (see 'regressd dlq list')", seq)
+			} else {
+				err = fmt.Errorf("dead letter %d: %w", seq, err)
 			}
-			errs = append(errs, fmt.Errorf("dead letter %d: %w", seq, err))
+			errs = append(errs, err)
 			continue
 		}
 		n++

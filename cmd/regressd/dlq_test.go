@@ -298,3 +298,47 @@ func waitUntil(t *testing.T, within time.Duration, ok func() bool, what string) 
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestDLQUnknownSequences: retry and purge say "no dead letter N" of each
+// sequence the DLQ does not hold (never used, already retried or purged), as
+// show does, and still act on the known ones given alongside.
+func TestDLQUnknownSequences(t *testing.T) {
+	e := startEnv(t)
+	for _, task := range []string{"t_unknown_a", "t_unknown_b"} {
+		e.publishRaw("regress.dlq.regress_jobs.uq", map[string]string{schemas.HeaderSchema: schemas.Version, schemas.HeaderTask: task,
+			schemas.HeaderReason: "undecodable job", schemas.HeaderOrigin: "REGRESS_JOBS:1:regress.jobs.uq"}, []byte("{not json"))
+	}
+	got := e.dlqEntries(schemas.SubjectDLQ + ">")
+	if len(got) != 2 {
+		t.Fatalf("%d dead letters, want 2", len(got))
+	}
+	a, b := strconv.FormatUint(got[0].Seq, 10), strconv.FormatUint(got[1].Seq, 10)
+	for _, tc := range []struct {
+		args    []string
+		out     []string
+		missing []string
+	}{
+		{[]string{"retry", a, "999"}, []string{"retried " + a + " onto regress.jobs.uq", "1 message(s) retried"}, []string{"999"}},
+		{[]string{"retry", a}, []string{"0 message(s) retried"}, []string{a}},
+		{[]string{"purge", b, "999", "1000"}, []string{"1 message(s) purged"}, []string{"999", "1000"}},
+		{[]string{"purge", a, b}, []string{"0 message(s) purged"}, []string{a, b}},
+	} {
+		out, err := e.dlqCLI(tc.args...)
+		if err == nil || exitCode(err) != 1 {
+			t.Fatalf("dlq %v: %v, want exit 1\n%s", tc.args, err, out)
+		}
+		for _, w := range tc.out {
+			if !strings.Contains(out, w) {
+				t.Errorf("dlq %v: want %q in\n%s", tc.args, w, out)
+			}
+		}
+		for _, seq := range tc.missing {
+			if want := "no dead letter " + seq + " (see 'regressd dlq list')"; !strings.Contains(err.Error(), want) {
+				t.Errorf("dlq %v: %v, want %q in it", tc.args, err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "API error") || strings.Contains(err.Error(), "EOF") {
+			t.Errorf("dlq %v: a raw server error: %v", tc.args, err)
+		}
+	}
+}
