@@ -307,6 +307,10 @@ func (c *dlqCommand) retry(ctx context.Context, js jetstream.JetStream, str jets
 			errs = append(errs, fmt.Errorf("dead letter %d: origin %q is not a regressd stream and subject; purge it instead", seq, raw.Header.Get(schemas.HeaderOrigin)))
 			continue
 		}
+		if unversioned(raw.Header) {
+			errs = append(errs, fmt.Errorf("dead letter %d: the original message carried no %s header, so its role would refuse it again; purge it, and have its sender set the header", seq, schemas.HeaderSchema))
+			continue
+		}
 		m := &nats.Msg{Subject: subject, Data: raw.Data, Header: nats.Header{}}
 		for k, v := range raw.Header {
 			switch k {
@@ -328,6 +332,15 @@ func (c *dlqCommand) retry(ctx context.Context, js jetstream.JetStream, str jets
 	}
 	fmt.Fprintf(c.m.Stdout, "%d message(s) retried\n", n)
 	return errors.Join(errs...)
+}
+
+// unversioned tells a dead letter whose original had no schema version. The
+// DLQ copy carries one all the same (bus.publishDeadLetter stamps every copy
+// it makes), so a retry would send the message back with a version its
+// sender never gave it; only the refusal's reason, written by bus.Consume's
+// check, still says the original had none.
+func unversioned(h nats.Header) bool {
+	return strings.HasPrefix(h.Get(schemas.HeaderReason), `schema version ""`)
 }
 
 // originOK accepts only our own work streams and their subjects, so a retry

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -340,5 +341,60 @@ func TestDLQUnknownSequences(t *testing.T) {
 		if strings.Contains(err.Error(), "API error") || strings.Contains(err.Error(), "EOF") {
 			t.Errorf("dlq %v: a raw server error: %v", tc.args, err)
 		}
+	}
+}
+
+// TestDLQRetryIsVerbatim: a retry puts back the headers the original had and
+// no others. The DLQ copy of a message that had no schema version carries
+// one all the same, so such a dead letter is refused (its role would refuse
+// it again) rather than retried under a version its sender never gave it.
+func TestDLQRetryIsVerbatim(t *testing.T) {
+	e := startEnv(t)
+	e.publishRaw("regress.jobs.vb", map[string]string{schemas.HeaderSchema: schemas.Version, schemas.HeaderTask: "t_verbatim", "X-Sender": "test"}, []byte("{not json"))
+	first := e.waitDLQ(1, 30*time.Second)[0]
+	ctx := context.Background()
+	str, err := e.st.js.Stream(ctx, schemas.StreamDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := str.GetMsg(ctx, first.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := e.dlqCLI("retry", strconv.FormatUint(first.Seq, 10)); err != nil {
+		t.Fatalf("dlq retry: %v\n%s", err, out)
+	}
+	// The producer dead-letters it again: the new copy holds what was retried.
+	again := e.waitDLQ(1, 30*time.Second)[0]
+	after, err := str.GetMsg(ctx, again.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strip := func(h nats.Header) nats.Header {
+		out := nats.Header{}
+		for k, v := range h {
+			if k != schemas.HeaderOrigin && k != "Regressd-Consumer" && k != "Regressd-Deliveries" && k != nats.MsgIdHdr { // the copy's own
+				out[k] = v
+			}
+		}
+		return out
+	}
+	if b, a := fmt.Sprint(strip(before.Header)), fmt.Sprint(strip(after.Header)); a != b || again.Seq == first.Seq {
+		t.Fatalf("retried message's headers %s, the original's %s", a, b)
+	}
+	if _, err := e.dlqCLI("purge", strconv.FormatUint(again.Seq, 10)); err != nil {
+		t.Fatal(err)
+	}
+
+	e.publishRaw("regress.jobs.vb", map[string]string{"X-Sender": "test"}, []byte(`{"schema":"1"}`))
+	unversioned := e.waitDLQ(1, 30*time.Second)[0]
+	seq := strconv.FormatUint(unversioned.Seq, 10)
+	out, err := e.dlqCLI("retry", seq)
+	if err == nil || !strings.Contains(err.Error(), "dead letter "+seq+": the original message carried no Regressd-Schema header") ||
+		!strings.Contains(out, "0 message(s) retried") {
+		t.Fatalf("retry of an unversioned message: %v\n%s", err, out)
+	}
+	if _, err := str.GetMsg(ctx, unversioned.Seq); err != nil {
+		t.Fatalf("the refused dead letter is gone from the DLQ: %v", err)
 	}
 }
