@@ -119,7 +119,8 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	if history {
 		jobs, from, err = c.fromHistory(ctx, st.js, now)
 	} else {
-		jobs, from, err = c.fromRange(ctx, st.js, now)
+		jobs, _, err = c.fromRange(ctx, st.js, now)
+		from = rangeText(jobs)
 	}
 	if err != nil {
 		return err
@@ -129,7 +130,7 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 		return nil
 	}
 	if c.dryRun {
-		fmt.Fprintf(c.m.Stdout, "would re-run %d window(s) of trigger %s (%s):\n", len(jobs), c.trigger, from)
+		fmt.Fprintf(c.m.Stdout, "would re-run %d window(s) %s (trigger %s):\n", len(jobs), from, c.trigger)
 		for _, j := range jobs {
 			fmt.Fprintf(c.m.Stdout, "  [%s, %s)%s\n", j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339), seqNote(j.seq))
 		}
@@ -186,6 +187,29 @@ func (c *replayCommand) validate() (history bool, err error) {
 		errs = append(errs, fmt.Errorf("--parallel %d: must be at least 1", c.parallel))
 	}
 	return hist, errors.Join(errs...)
+}
+
+// rangeText describes the windows a range was cut into: their length and
+// the range ("of 24h in [start, end)").
+func rangeText(jobs []*replayJob) string {
+	if len(jobs) == 0 {
+		return ""
+	}
+	first, last := jobs[0].job, jobs[len(jobs)-1].job
+	return fmt.Sprintf("of %s in [%s, %s)", shortDuration(first.End.Sub(first.Start)),
+		first.Start.Format(time.RFC3339), last.End.Format(time.RFC3339))
+}
+
+// shortDuration drops a duration's zero tail: 24h, 1h30m, not 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // execute runs the jobs, at most --parallel at once and never two whose
@@ -287,7 +311,7 @@ func (c *replayCommand) summarize(jobs []*replayJob, from string, took time.Dura
 		}
 	}
 	w := c.m.Stdout
-	fmt.Fprintf(w, "replayed trigger %s: %d window(s) %s in %v\n", c.trigger, len(jobs), from, took.Round(time.Millisecond))
+	fmt.Fprintf(w, "replayed trigger %s: %d window(s) %s; took %v\n", c.trigger, len(jobs), from, took.Round(time.Millisecond))
 	var parts []string
 	for _, s := range []string{schemas.StatusSuccess, schemas.StatusSkipped, schemas.StatusPartial, schemas.StatusFailed, schemas.StatusRunning, "unfinished"} {
 		if counts[s] > 0 {

@@ -179,3 +179,30 @@ func TestReplayRefusesUnclearRequests(t *testing.T) {
 		t.Errorf("replay of a trigger without jobs: %v %s", err, out)
 	}
 }
+
+// replayTrigger makes a table and a request trigger for it, and runs one
+// window through the engine so the trigger has a job in REGRESS_JOBS.
+func (e *env) replayTrigger(name string) {
+	e.t.Helper()
+	e.makeTable(seriesSpec{table: name, start: t0, rows: 100, gapEach: 10})
+	e.createTrigger(name, "request:"+name, args(name, "window=2d"))
+	if _, out := e.engine(name, window(t0, t0.Add(50*time.Hour))); result(e.t, out)["status"] != "success" {
+		e.t.Fatalf("first run: %v", out)
+	}
+}
+
+// TestReplayNamesRangeWindowsOnce: the range form says how long its windows
+// are once, briefly ("2 window(s) of 24h", not "windows of 24h0m0s").
+func TestReplayNamesRangeWindowsOnce(t *testing.T) {
+	e := startEnv(t)
+	e.replayTrigger("rw")
+	span := []string{"--start", t0.Format(time.RFC3339), "--end", t0.Add(48 * time.Hour).Format(time.RFC3339)}
+	out, err := e.replayCLI(append([]string{"--trigger", "rw", "--step", "24h", "--dry-run"}, span...)...)
+	if err != nil || !strings.Contains(out, "would re-run 2 window(s) of 24h in [2026-01-01T00:00:00Z, 2026-01-03T00:00:00Z) (trigger rw):") {
+		t.Fatalf("range --dry-run: %v\n%s", err, out)
+	}
+	out, err = e.replayCLI(append([]string{"--trigger", "rw"}, span...)...)
+	if err != nil || !strings.Contains(out, "replayed trigger rw: 1 window(s) of 48h in [2026-01-01T00:00:00Z, 2026-01-03T00:00:00Z); took ") {
+		t.Fatalf("range replay: %v\n%s", err, out)
+	}
+}
