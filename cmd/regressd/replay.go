@@ -109,6 +109,9 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := c.validateSpan(now); err != nil {
+		return err
+	}
 	st := &stack{log: c.common.logger(c.m)}
 	defer st.close()
 	if err := c.common.openBus(ctx, st, "regressd-replay"); err != nil {
@@ -187,6 +190,34 @@ func (c *replayCommand) validate() (history bool, err error) {
 		errs = append(errs, fmt.Errorf("--parallel %d: must be at least 1", c.parallel))
 	}
 	return hist, errors.Join(errs...)
+}
+
+// validateSpan parses the times given, so a bad one is reported before the
+// bus is opened, and refuses a span that holds nothing: --until not after
+// --since, --end not after --start.
+func (c *replayCommand) validateSpan(now time.Time) error {
+	check := func(fromFlag, from, toFlag, to string) error {
+		var f, t time.Time
+		var err error
+		if from != "" {
+			if f, err = parseWhen(fromFlag, from, now); err != nil {
+				return err
+			}
+		}
+		if to != "" {
+			if t, err = parseWhen(toFlag, to, now); err != nil {
+				return err
+			}
+		}
+		if from != "" && to != "" && !f.Before(t) {
+			return fmt.Errorf("--%s %s is not before --%s %s: the span holds nothing to replay", fromFlag, f.Format(time.RFC3339), toFlag, t.Format(time.RFC3339))
+		}
+		return nil
+	}
+	if err := check("since", c.since, "until", c.until); err != nil {
+		return err
+	}
+	return check("start", c.start, "end", c.end)
 }
 
 // rangeText describes the windows a range was cut into: their length and

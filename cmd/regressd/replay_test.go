@@ -191,6 +191,25 @@ func (e *env) replayTrigger(name string) {
 	}
 }
 
+// replayRefused runs replay and wants it refused with exit status 1, every
+// want in the error, and nothing published.
+func (e *env) replayRefused(args []string, want ...string) {
+	e.t.Helper()
+	jobs := e.jobsInStream()
+	out, err := e.replayCLI(args...)
+	if err == nil || exitCode(err) != 1 {
+		e.t.Fatalf("replay %v: %v (exit %d), want refused with exit 1\n%s", args, err, exitCode(err), out)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			e.t.Errorf("replay %v: %v, want %q in it", args, err, w)
+		}
+	}
+	if n := e.jobsInStream() - jobs; n != 0 {
+		e.t.Errorf("replay %v published %d job(s)", args, n)
+	}
+}
+
 // TestReplayNamesRangeWindowsOnce: the range form says how long its windows
 // are once, briefly ("2 window(s) of 24h", not "windows of 24h0m0s").
 func TestReplayNamesRangeWindowsOnce(t *testing.T) {
@@ -204,5 +223,22 @@ func TestReplayNamesRangeWindowsOnce(t *testing.T) {
 	out, err = e.replayCLI(append([]string{"--trigger", "rw"}, span...)...)
 	if err != nil || !strings.Contains(out, "replayed trigger rw: 1 window(s) of 48h in [2026-01-01T00:00:00Z, 2026-01-03T00:00:00Z); took ") {
 		t.Fatalf("range replay: %v\n%s", err, out)
+	}
+}
+
+// TestReplayRefusesEmptySpan: --until not after --since is refused like
+// --end not after --start, before anything is published.
+func TestReplayRefusesEmptySpan(t *testing.T) {
+	e := startEnv(t)
+	e.replayTrigger("rs")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--since", "1h", "--until", "2h"}, "is not before --until"},
+		{[]string{"--since", "2026-01-02", "--until", "2026-01-02"}, "--since 2026-01-02T00:00:00Z is not before --until 2026-01-02T00:00:00Z"},
+		{[]string{"--start", "2026-01-02", "--end", "2026-01-01"}, "--start 2026-01-02T00:00:00Z is not before --end"},
+	} {
+		e.replayRefused(append([]string{"--trigger", "rs"}, tc.args...), tc.want)
 	}
 }
