@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
 )
@@ -47,6 +49,10 @@ in order, and runs each distinct window again. The second splits [start, end)
 into windows of --step (default: the trigger's window argument) and runs them,
 for ranges that were never scheduled; it takes the trigger's arguments from
 the trigger registry.
+
+The trigger must exist, as for the engine endpoint: a deleted one is refused
+(its past jobs stay in REGRESS_JOBS; create the trigger again to replay
+them, with the arguments they ran with).
 
 Re-runs are new tasks. With skip_existing (the default) a re-run pays for
 nothing twice: rows that already have a prediction are skipped before the
@@ -115,6 +121,9 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	st := &stack{log: c.common.logger(c.m)}
 	defer st.close()
 	if err := c.common.openBus(ctx, st, "regressd-replay"); err != nil {
+		return err
+	}
+	if err := c.checkTrigger(ctx, st.js, history); err != nil {
 		return err
 	}
 	var jobs []*replayJob
@@ -218,6 +227,26 @@ func (c *replayCommand) validateSpan(now time.Time) error {
 		return err
 	}
 	return check("start", c.start, "end", c.end)
+}
+
+// checkTrigger refuses a trigger that does not exist, as the engine
+// endpoint does (404). Past jobs carry the arguments they ran with, so replay
+// could run a deleted trigger's jobs; it does not, because running a trigger
+// nobody can see or switch off is not what an operator who deleted it asked
+// for.
+func (c *replayCommand) checkTrigger(ctx context.Context, js jetstream.JetStream, history bool) error {
+	store, err := scheduler.OpenStore(ctx, js)
+	if err != nil {
+		return err
+	}
+	_, err = store.Get(ctx, c.trigger)
+	switch {
+	case errors.Is(err, scheduler.ErrTriggerNotFound) && history:
+		return fmt.Errorf("trigger %q: %w (see 'regressd trigger list'); replay runs only existing triggers: a deleted trigger's past jobs stay in %s, and creating it again lets replay run them with the arguments they ran with", c.trigger, err, schemas.StreamJobs)
+	case err != nil:
+		return fmt.Errorf("trigger %q: %w (see 'regressd trigger list')", c.trigger, err)
+	}
+	return nil
 }
 
 // rangeText describes the windows a range was cut into: their length and

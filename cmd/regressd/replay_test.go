@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,7 +176,7 @@ func TestReplayRefusesUnclearRequests(t *testing.T) {
 			t.Errorf("replay %v: %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	if out, err := e.replayCLI("--trigger", "x", "--since", "1d"); err != nil || !strings.Contains(out, "nothing to replay") {
+	if out, err := e.replayCLI("--trigger", "partial", "--since", "1d"); err != nil || !strings.Contains(out, "nothing to replay") {
 		t.Errorf("replay of a trigger without jobs: %v %s", err, out)
 	}
 }
@@ -241,4 +242,20 @@ func TestReplayRefusesEmptySpan(t *testing.T) {
 	} {
 		e.replayRefused(append([]string{"--trigger", "rs"}, tc.args...), tc.want)
 	}
+}
+
+// TestReplayRefusesMissingTrigger: a trigger that does not exist (never, or
+// deleted with its jobs still in the stream) is refused in both forms, as
+// the engine endpoint refuses it.
+func TestReplayRefusesMissingTrigger(t *testing.T) {
+	e := startEnv(t)
+	e.replayTrigger("rm")
+	span := []string{"--start", t0.Format(time.RFC3339), "--end", t0.Add(48 * time.Hour).Format(time.RFC3339)}
+	e.replayRefused([]string{"--trigger", "nosuch", "--since", "10m"}, `trigger not found: "nosuch"`, "replay runs only existing triggers")
+	e.replayRefused([]string{"--trigger", "nosuch", "--from-seq", "1"}, `trigger not found: "nosuch"`)
+	e.replayRefused(append([]string{"--trigger", "nosuch"}, span...), `trigger not found: "nosuch"`)
+	if st, body := e.do(http.MethodDelete, "/api/v3/configure/processing_engine_trigger?trigger_name=rm", nil, nil); st != http.StatusOK {
+		t.Fatalf("delete: HTTP %d: %s", st, body)
+	}
+	e.replayRefused([]string{"--trigger", "rm", "--since", "1h"}, `trigger not found: "rm"`, "creating it again")
 }
