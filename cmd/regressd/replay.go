@@ -50,9 +50,10 @@ into windows of --step (default: the trigger's window argument) and runs them,
 for ranges that were never scheduled; it takes the trigger's arguments from
 the trigger registry.
 
-The trigger must exist, as for the engine endpoint: a deleted one is refused
-(its past jobs stay in REGRESS_JOBS; create the trigger again to replay
-them, with the arguments they ran with).
+The trigger must exist and be enabled, as for the engine endpoint: a
+disabled trigger is refused (enable it with 'regressd trigger enable T'), and
+so is a deleted one (its past jobs stay in REGRESS_JOBS; create the trigger
+again to replay them, with the arguments they ran with).
 
 Re-runs are new tasks. With skip_existing (the default) a re-run pays for
 nothing twice: rows that already have a prediction are skipped before the
@@ -229,22 +230,24 @@ func (c *replayCommand) validateSpan(now time.Time) error {
 	return check("start", c.start, "end", c.end)
 }
 
-// checkTrigger refuses a trigger that does not exist, as the engine
-// endpoint does (404). Past jobs carry the arguments they ran with, so replay
-// could run a deleted trigger's jobs; it does not, because running a trigger
-// nobody can see or switch off is not what an operator who deleted it asked
-// for.
+// checkTrigger refuses a trigger that does not exist or is disabled, as the
+// engine endpoint does (404, 409). Past jobs carry the arguments they ran
+// with, so replay could run a deleted trigger's jobs; it does not, because
+// running a trigger nobody can see or switch off is not what an operator
+// who deleted or disabled it asked for.
 func (c *replayCommand) checkTrigger(ctx context.Context, js jetstream.JetStream, history bool) error {
 	store, err := scheduler.OpenStore(ctx, js)
 	if err != nil {
 		return err
 	}
-	_, err = store.Get(ctx, c.trigger)
+	t, err := store.Get(ctx, c.trigger)
 	switch {
 	case errors.Is(err, scheduler.ErrTriggerNotFound) && history:
 		return fmt.Errorf("trigger %q: %w (see 'regressd trigger list'); replay runs only existing triggers: a deleted trigger's past jobs stay in %s, and creating it again lets replay run them with the arguments they ran with", c.trigger, err, schemas.StreamJobs)
 	case err != nil:
 		return fmt.Errorf("trigger %q: %w (see 'regressd trigger list')", c.trigger, err)
+	case t.Disabled:
+		return fmt.Errorf("trigger %q is disabled, and replay does not run a disabled trigger; enable it with 'regressd trigger enable %s'", c.trigger, c.trigger)
 	}
 	return nil
 }

@@ -259,3 +259,16 @@ func TestReplayRefusesMissingTrigger(t *testing.T) {
 	}
 	e.replayRefused([]string{"--trigger", "rm", "--since", "1h"}, `trigger not found: "rm"`, "creating it again")
 }
+
+// TestReplayRefusesDisabledTrigger: a disabled trigger is refused in both
+// forms, as the engine endpoint refuses it (409), saying how to enable it.
+func TestReplayRefusesDisabledTrigger(t *testing.T) {
+	e := startEnv(t)
+	e.replayTrigger("rd")
+	if st, _ := e.do(http.MethodPost, "/api/v3/configure/processing_engine_trigger/disable?trigger_name=rd", nil, nil); st != http.StatusOK {
+		t.Fatalf("disable: HTTP %d", st)
+	}
+	span := []string{"--start", t0.Format(time.RFC3339), "--end", t0.Add(48 * time.Hour).Format(time.RFC3339)}
+	e.replayRefused([]string{"--trigger", "rd", "--since", "1h"}, `trigger "rd" is disabled`, "regressd trigger enable rd")
+	e.replayRefused(append([]string{"--trigger", "rd"}, span...), `trigger "rd" is disabled`, "regressd trigger enable rd")
+}
