@@ -76,9 +76,8 @@ func publishDeadLetter(ctx context.Context, js jetstream.JetStream, dl DeadLette
 	out.Header.Set(schemas.HeaderOrigin, dl.Stream+":"+strconv.FormatUint(dl.Seq, 10)+":"+dl.Subject)
 	out.Header.Set(HeaderConsumer, dl.Consumer)
 	out.Header.Set(HeaderDeliveries, strconv.FormatUint(dl.Deliveries, 10))
-	if out.Header.Get(schemas.HeaderSchema) == "" {
-		out.Header.Set(schemas.HeaderSchema, schemas.Version)
-	}
+	// The original's headers go as they were, schema version included or
+	// not, so that 'regressd dlq retry' sends back exactly what came.
 	if _, err := js.PublishMsg(ctx, out, jetstream.WithMsgID(DLQMsgID(dl.Stream, dl.Seq))); err != nil {
 		return fmt.Errorf("dead-letter publish: %w", err)
 	}

@@ -334,14 +334,10 @@ func (c *dlqCommand) retry(ctx context.Context, js jetstream.JetStream, str jets
 	return errors.Join(errs...)
 }
 
-// unversioned tells a dead letter whose original had no schema version. The
-// DLQ copy carries one all the same (bus.publishDeadLetter stamps every copy
-// it makes), so a retry would send the message back with a version its
-// sender never gave it; only the refusal's reason, written by bus.Consume's
-// check, still says the original had none.
-func unversioned(h nats.Header) bool {
-	return strings.HasPrefix(h.Get(schemas.HeaderReason), `schema version ""`)
-}
+// unversioned tells a dead letter whose original had no schema version (the
+// DLQ copy keeps the original's headers as they were): its role would only
+// refuse it again.
+func unversioned(h nats.Header) bool { return h.Get(schemas.HeaderSchema) == "" }
 
 // originOK accepts only our own work streams and their subjects, so a retry
 // cannot be pointed anywhere else.
