@@ -33,7 +33,9 @@ split's train rows, the queries its test rows. Prints each dataset's mean R²
 and RMSE over the splits and the suite mean, beside the baselines in
 DIR/baselines.json when present. DIR/manifest.json names each file's
 features and target; without it the last column is the target and every
-other column except "time" a feature. Progress goes to stderr.
+other column except "time" a feature. Empty, NA and NaN cells are missing;
+a feature column of text is one-hot encoded (at most 64 distinct values).
+Progress goes to stderr.
 
 Flags:
 `

@@ -40,7 +40,8 @@ type manifestEntry struct {
 
 // Load reads every *.csv in dir with its split file. Without a manifest entry
 // the last column is the target and every other column except one named
-// "time" is a feature.
+// "time" is a feature. A feature column holding text is one-hot encoded
+// (Dataset.Features then names its indicators "column=value").
 func Load(dir string) ([]Dataset, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -132,25 +133,32 @@ func loadOne(dir, file string, m manifestEntry) (Dataset, error) {
 	if !ok {
 		return Dataset{}, fmt.Errorf("target column %q not in header", d.Target)
 	}
-	fi := make([]int, len(d.Features))
-	for k, f := range d.Features {
-		if fi[k], ok = col[f]; !ok {
-			return Dataset{}, fmt.Errorf("feature column %q not in header", f)
-		}
-	}
 	if len(d.Features) == 0 {
 		return Dataset{}, errors.New("no feature columns")
 	}
+	var cols []column
+	var names []string
+	for _, f := range d.Features {
+		c, ok := col[f]
+		if !ok {
+			return Dataset{}, fmt.Errorf("feature column %q not in header", f)
+		}
+		fc, err := newColumn(f, c, rows)
+		if err != nil {
+			return Dataset{}, err
+		}
+		cols = append(cols, fc)
+		names = append(names, fc.names()...)
+	}
+	d.Features = names
 	for r, rec := range rows {
 		yv, err := cell(rec, ti)
 		if err != nil || math.IsNaN(yv) {
 			return Dataset{}, fmt.Errorf("row %d: target %q is not a number", r+2, rec[ti])
 		}
-		x := make([]float64, len(fi))
-		for k, c := range fi {
-			if x[k], err = cell(rec, c); err != nil {
-				return Dataset{}, fmt.Errorf("row %d: %w", r+2, err)
-			}
+		x := make([]float64, 0, len(names))
+		for _, c := range cols {
+			x = c.appendRow(x, rec)
 		}
 		d.X = append(d.X, x)
 		d.Y = append(d.Y, yv)
@@ -165,13 +173,95 @@ func loadOne(dir, file string, m manifestEntry) (Dataset, error) {
 	return d, nil
 }
 
+// maxLevels bounds the distinct values of a text feature column.
+const maxLevels = 64
+
+// column is one feature column of a CSV: numbers, or text one-hot encoded
+// over its sorted distinct values (a missing text cell is missing in every
+// one of its indicators).
+type column struct {
+	name   string
+	index  int
+	levels []string // nil for a numeric column
+}
+
+// newColumn reads column c of rows: numeric if every present cell parses.
+func newColumn(name string, c int, rows [][]string) (column, error) {
+	fc := column{name: name, index: c}
+	seen := map[string]bool{}
+	numeric := true
+	for _, rec := range rows {
+		if _, err := cell(rec, c); err != nil {
+			numeric = false
+		}
+		if v, ok := textCell(rec, c); ok {
+			seen[v] = true
+		}
+	}
+	if numeric {
+		return fc, nil
+	}
+	if len(seen) > maxLevels {
+		return column{}, fmt.Errorf("feature column %q is text with %d distinct values (at most %d are one-hot encoded): leave it out of the features in manifest.json", name, len(seen), maxLevels)
+	}
+	for v := range seen {
+		fc.levels = append(fc.levels, v)
+	}
+	sort.Strings(fc.levels)
+	return fc, nil
+}
+
+func (c column) names() []string {
+	if c.levels == nil {
+		return []string{c.name}
+	}
+	out := make([]string, len(c.levels))
+	for i, l := range c.levels {
+		out[i] = c.name + "=" + l
+	}
+	return out
+}
+
+// appendRow appends the column's values of rec to x.
+func (c column) appendRow(x []float64, rec []string) []float64 {
+	if c.levels == nil {
+		v, _ := cell(rec, c.index) // numeric: every cell parsed in newColumn
+		return append(x, v)
+	}
+	v, ok := textCell(rec, c.index)
+	for _, l := range c.levels {
+		switch {
+		case !ok:
+			x = append(x, math.NaN())
+		case v == l:
+			x = append(x, 1)
+		default:
+			x = append(x, 0)
+		}
+	}
+	return x
+}
+
+// textCell is a cell's trimmed text; false when it is missing.
+func textCell(rec []string, i int) (string, bool) {
+	if i >= len(rec) {
+		return "", false
+	}
+	s := strings.TrimSpace(rec[i])
+	return s, !missingText(s)
+}
+
+func missingText(s string) bool {
+	return s == "" || strings.EqualFold(s, "na") || strings.EqualFold(s, "nan")
+}
+
 // cell parses a number; an empty cell is missing (NaN).
 func cell(rec []string, i int) (float64, error) {
 	if i >= len(rec) {
 		return math.NaN(), nil
 	}
 	s := strings.TrimSpace(rec[i])
-	if s == "" || strings.EqualFold(s, "na") || strings.EqualFold(s, "nan") {
+	if missingText(s) {
 		return math.NaN(), nil
 	}
 	v, err := strconv.ParseFloat(s, 64)

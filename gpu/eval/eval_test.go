@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -58,7 +59,9 @@ func TestLoadErrors(t *testing.T) {
 		want  string
 	}{
 		{"no csv", map[string]string{"x.txt": "a"}, "no *.csv"},
-		{"bad cell", map[string]string{"a.csv": "x,y\nfoo,1\n", "splits/a.csv": "seed0\n1\n"}, "not a number"},
+		{"text target", map[string]string{"a.csv": "x,y\n1,foo\n", "splits/a.csv": "seed0\n1\n"}, `target "foo" is not a number`},
+		{"text of many values", map[string]string{"a.csv": "x,y\n" + manyLevels(maxLevels+1), "splits/a.csv": "seed0\n" + strings.Repeat("1\n", maxLevels+1)},
+			"text with 65 distinct values"},
 		{"split rows", map[string]string{"a.csv": "x,y\n1,1\n2,2\n", "splits/a.csv": "seed0\n1\n"}, "has 1 rows, the data has 2"},
 		{"split value", map[string]string{"a.csv": "x,y\n1,1\n2,2\n", "splits/a.csv": "seed0\n1\n7\n"}, "not 0 or 1"},
 		{"all test", map[string]string{"a.csv": "x,y\n1,1\n2,2\n", "splits/a.csv": "seed0\n1\n1\n"}, "no train or no test"},
@@ -88,5 +91,32 @@ func TestScores(t *testing.T) {
 	}
 	if e := RMSE(truth, []float64{2, 3, 4, 5}); e != 1 {
 		t.Errorf("RMSE = %g, want 1", e)
+	}
+}
+
+func manyLevels(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "v%d,%d\n", i, i)
+	}
+	return b.String()
+}
+
+// A text feature column is one-hot encoded over its sorted values; a
+// missing text cell is missing in each of its indicators.
+func TestTextFeatureOneHot(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.csv", "city,x,y\nParis,1,2\nNew York,2,4\nNA,3,6\nParis,4,8\n")
+	write(t, dir, "splits/a.csv", "seed0\n1\n0\n0\n0\n")
+	ds, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds[0]
+	if got := strings.Join(d.Features, "|"); got != "city=New York|city=Paris|x" {
+		t.Fatalf("features %s", got)
+	}
+	if d.X[0][0] != 0 || d.X[0][1] != 1 || d.X[1][0] != 1 || !math.IsNaN(d.X[2][0]) || !math.IsNaN(d.X[2][1]) || d.X[3][2] != 4 {
+		t.Fatalf("rows %v", d.X)
 	}
 }
