@@ -3,7 +3,6 @@ package scheduler
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -227,8 +226,9 @@ func parseFeatures(s, target string, errs []error) ([]string, []error) {
 	return out, errs
 }
 
-// ParseTags parses "k:v k2:v2". A value (or key) holding a space, a tab, a
-// ':' in a key, or a '%' writes them percent-escaped: "city:New%20York".
+// ParseTags parses "k:v k2:v2". A tag holding a space, tab, comma, ':' (in a
+// key) or a '%' before two hex digits writes them percent-escaped:
+// "city:New%20York".
 func ParseTags(s string) (map[string]string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -238,16 +238,10 @@ func ParseTags(s string) (map[string]string, error) {
 	var errs []error
 	for _, kv := range strings.Fields(s) {
 		k, v, ok := strings.Cut(kv, ":")
-		var kerr, verr error
-		if ok {
-			k, kerr = url.PathUnescape(k)
-			v, verr = url.PathUnescape(v)
-		}
+		k, v = unescapeTag(k), unescapeTag(v)
 		switch {
 		case !ok || k == "":
 			errs = append(errs, fmt.Errorf("tags: %q is not tag_key:tag_value", kv))
-		case kerr != nil || verr != nil:
-			errs = append(errs, fmt.Errorf("tags: %q has a bad %%-escape (write a literal %% as %%25)", kv))
 		case out[k] != "":
 			errs = append(errs, fmt.Errorf("tags: key %q given twice", k))
 		default:
@@ -255,6 +249,26 @@ func ParseTags(s string) (map[string]string, error) {
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// unescapeTag decodes the %XX escapes of s; a '%' not followed by two hex
+// digits is itself ("load:50%" reads as it always did).
+func unescapeTag(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // tagEscaper percent-escapes what the "k:v k2:v2" form cannot hold.

@@ -18,14 +18,21 @@ import (
 // mux, with no producer or writer behind it: a published task stays queued.
 func newTestScheduler(t *testing.T) (*Scheduler, *http.ServeMux, *bustest.Server) {
 	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return newWaitingScheduler(t, ctx, time.Millisecond)
+}
+
+// newWaitingScheduler is newTestScheduler with engine calls waiting up to
+// wait, and living until ctx ends.
+func newWaitingScheduler(t *testing.T, ctx context.Context, wait time.Duration) (*Scheduler, *http.ServeMux, *bustest.Server) {
+	t.Helper()
 	srv := bustest.New(t)
 	sealer, err := schemas.NewSealer([]byte("test-secret-0123456789"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	s, err := New(ctx, srv.JS, Config{Sealer: sealer, WaitTimeout: time.Millisecond})
+	s, err := New(ctx, srv.JS, Config{Sealer: sealer, WaitTimeout: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,16 +133,9 @@ func TestEngineBodyDuplicateKeys(t *testing.T) {
 // with its task id at once, instead of holding the caller until the server
 // drops the connection.
 func TestWaitingCallAnswersOnShutdown(t *testing.T) {
-	srv := bustest.New(t)
-	sealer, _ := schemas.NewSealer([]byte("test-secret-0123456789"))
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
-	s, err := New(ctx, srv.JS, Config{Sealer: sealer, WaitTimeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	s.Routes(mux)
+	s, mux, _ := newWaitingScheduler(t, ctx, time.Hour)
 	args, _ := SplitArgs("measurement=m,field=y,feature_fields=a,model=v/m")
 	if err := s.Store().Create(context.Background(), Trigger{Name: "plant", Spec: "request:plant", Args: args}); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,9 +20,9 @@ import (
 // ledger); ok is false when there is none.
 type TaskLookup func(ctx context.Context, taskID string) (sum schemas.TaskSummary, ok bool, err error)
 
-// maxReruns bounds the chain of ended runs Publish follows to find a
-// window's next task id: one lookup per earlier run of the same window.
-const maxReruns = 64
+// staleRun is how long a run may go without news (its summary's Updated)
+// before asking for its window again runs it again rather than waits on it.
+const staleRun = time.Hour
 
 // Publisher publishes jobs and reads task summaries. Summaries live in the
 // task bucket for its TTL (the live view); older ones come from the lookup,
@@ -71,30 +72,33 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream, lookup TaskLookup
 		waiters: map[string]map[chan schemas.TaskSummary]struct{}{}, accepted: map[string]schemas.TaskSummary{}}, nil
 }
 
-// Publish sends a job. The message id makes a second publish of the same
-// trigger and window within the dedupe window a no-op: duplicate is true and
-// the task id names the task already under way.
+// Publish sends a job, or finds the run of the same window that answers it:
+// duplicate is true and the task id names that run. The message id also
+// makes JetStream drop a second publish within its duplicate window.
 func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) (taskID string, duplicate bool, err error) {
 	msgID := schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID, job.DryRun)
-	// A task id names one run of a window. Once that run has ended, the
-	// same window asked for again is a new run (new gaps to fill, a partial
-	// run to finish) with an id of its own, derived from the ended one so
-	// that two callers asking at once still publish one job. A run that
-	// ended within the duplicate window answers a retried call itself, as
-	// an unfinished one does through JetStream's deduplication.
-	for range maxReruns {
-		sum, ok, err := p.Task(ctx, schemas.TaskID(msgID))
+	// A task id names one run of a window. While that run is under way, or
+	// within the duplicate window after it ended, the same window asked for
+	// again is that run (a retried webhook, two schedulers). Once it ended
+	// longer ago, it is a new run (new gaps to fill, a partial run to
+	// finish) with an id of its own, named after the duplicate window it
+	// starts in, so that callers asking at once still publish one job.
+	rerun := schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End,
+		runID+"|rerun:"+strconv.FormatInt(time.Now().UnixNano()/int64(max(p.dupWindow, time.Second)), 10), job.DryRun)
+	for _, id := range []string{msgID, rerun} {
+		sum, ok, err := p.Task(ctx, schemas.TaskID(id))
 		if err != nil {
-			p.log.Warn("could not tell whether the window already ran; publishing it as asked", "task_id", schemas.TaskID(msgID), "err", err)
+			p.log.Warn("could not tell whether the window already ran; publishing it as asked", "task_id", schemas.TaskID(id), "err", err)
 			break
 		}
-		if !ok || !sum.Done() {
+		if !ok {
+			msgID = id
 			break
 		}
-		if time.Since(sum.Updated) < p.dupWindow {
+		if !sum.Done() && time.Since(sum.Updated) < staleRun || sum.Done() && time.Since(sum.Updated) < p.dupWindow {
 			return sum.TaskID, true, nil
 		}
-		msgID = schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID+"|after:"+sum.TaskID, job.DryRun)
+		msgID = rerun // ended long ago, or running with no news for staleRun: run again
 	}
 	job.Schema = schemas.Version
 	job.TaskID = schemas.TaskID(msgID)
@@ -164,7 +168,9 @@ func (p *Publisher) Task(ctx context.Context, taskID string) (schemas.TaskSummar
 		p.amu.Lock()
 		sum, ok := p.accepted[taskID]
 		p.amu.Unlock()
-		return sum, ok, nil
+		// Without a ledger this process never learns how a task ended:
+		// past staleRun it no longer claims the task is running.
+		return sum, ok && time.Since(sum.Updated) < staleRun, nil
 	}
 	if err != nil {
 		return schemas.TaskSummary{}, false, err

@@ -167,7 +167,14 @@ func (s *Scheduler) apply(ctx context.Context, c *cron.Cron, e jetstream.KeyValu
 		return
 	}
 	ent := &scheduled{}
-	ent.id = c.Schedule(ps.Schedule, cron.FuncJob(func() { s.fire(ctx, t.Name, args, fireTime(c, ent.id), &ent.running) }))
+	ent.id = c.Schedule(ps.Schedule, cron.FuncJob(func() {
+		// The tick may come before Schedule has returned the id: apply
+		// holds s.mu until ent.id is set.
+		s.mu.Lock()
+		id := ent.id
+		s.mu.Unlock()
+		s.fire(ctx, t.Name, args, fireTime(c, id), &ent.running)
+	}))
 	s.entries[name] = ent
 	s.log.Info("trigger scheduled", "trigger", t.Name, "spec", t.Spec)
 }
