@@ -36,16 +36,16 @@ func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
 // its failure undone here and is written as new.
 func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
 	n := len(rs)
-	tasks, batches, statuses, rows, msgs := make([]string, n), make([]int32, n), make([]string, n), make([]int32, n), make([]string, n)
+	tasks, batches, statuses, rows, msgs, codes := make([]string, n), make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]int32, n)
 	for i, r := range rs {
-		tasks[i], batches[i], statuses[i], rows[i], msgs[i] = r.meta.TaskID, int32(r.batch), r.status, int32(r.rows), r.msg
+		tasks[i], batches[i], statuses[i], rows[i], msgs[i], codes[i] = r.meta.TaskID, int32(r.batch), r.status, int32(r.rows), r.msg, int32(r.code)
 		if r.batch < 0 {
 			statuses[i] = "verdict"
 		}
 	}
-	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message)
-		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[])
-		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs)
+	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code)
+		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::int[])
+		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs, codes)
 	if err != nil {
 		return nil, fmt.Errorf("ledger batch: %w", err)
 	}
@@ -118,7 +118,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 		}
 		var nos []int32
 		var written []int64
-		var done, failed, code int
+		var done, failed int
 		var total, remaining int64
 		for i := lo; i < hi; i++ {
 			if out[i] == nil {
@@ -137,9 +137,6 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 			} else {
 				failed++
 				remaining += int64(r.rows)
-				if code == 0 {
-					code = r.code
-				}
 			}
 		}
 		if len(nos) > 0 {
@@ -151,7 +148,6 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 				UPDATE regressd_tasks SET
 					batches_done = batches_done + $2, batches_failed = batches_failed + $3,
 					written = written + $4, remaining = remaining + $5, updated = now(),
-					code = CASE WHEN code = 0 THEN $8 ELSE code END,
 					status = CASE
 						WHEN batches_done + $2 + batches_failed + $3 < batches THEN 'running'
 						WHEN batches_failed + $3 = batches THEN 'failed'
@@ -159,7 +155,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 						WHEN dry_run THEN 'dry_run'
 						ELSE 'success' END
 				WHERE task_id = $1
-				RETURNING status`, rs[lo].meta.TaskID, done, failed, total, remaining, nos, written, code)
+				RETURNING status`, rs[lo].meta.TaskID, done, failed, total, remaining, nos, written)
 			reads = append(reads, rs[lo].meta.TaskID)
 		}
 		lo = hi
@@ -231,7 +227,15 @@ func summary(ctx context.Context, db interface {
 			s.Message = fmt.Sprintf("%d of %d batches failed; first failure: %s", s.BatchesFailed, s.Batches, first)
 		}
 		if s.Status == schemas.StatusFailed && s.Code == 0 {
-			s.Code = 502 // every model call failed: the model side, not the caller
+			// Every batch failed. When each failed for one reason that is
+			// the caller's to fix (a gateway's refusal), say so; otherwise
+			// the model side failed.
+			var codes []int32
+			db.QueryRow(ctx, `SELECT array_agg(DISTINCT code) FROM regressd_task_batches WHERE task_id = $1 AND status = 'failed'`, taskID).Scan(&codes)
+			s.Code = 502
+			if len(codes) == 1 && codes[0] >= 400 && codes[0] < 500 {
+				s.Code = int(codes[0])
+			}
 		}
 	}
 	if dry && s.Done() {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -287,7 +288,7 @@ func (w *Writer) apply(ctx context.Context, r result) outcome {
 	statuses, err := w.commit(ctx, []result{r})
 	if errors.Is(err, tsdb.ErrIncompatible) && r.status == schemas.BatchOK {
 		w.log.Error("batch not written", "task_id", r.meta.TaskID, "batch", r.batch, "err", err)
-		r.status, r.msg, r.points = schemas.BatchFailed, err.Error(), nil
+		r.status, r.msg, r.points, r.code = schemas.BatchFailed, err.Error(), nil, http.StatusConflict
 		statuses, err = w.commit(ctx, []result{r})
 	}
 	var pgErr *pgconn.PgError

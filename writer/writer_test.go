@@ -137,4 +137,8 @@ func TestIncompatibleTableFailsTheBatch(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT message FROM regressd_task_batches WHERE task_id = 't_clash' AND status = 'failed'`).Scan(&msg); err != nil || !strings.Contains(msg, `no column "source"`) {
 		t.Fatalf("failed batch message %q (%v)", msg, err)
 	}
+	// Its caller hears 409, as from the producer's own check.
+	if sum, ok, err := Summary(ctx, pool, "t_clash"); err != nil || !ok || sum.Code != 409 {
+		t.Fatalf("summary %+v (%v %v), want code 409", sum, ok, err)
+	}
 }
