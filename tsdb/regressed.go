@@ -129,7 +129,8 @@ func CheckRegressed(ctx context.Context, q interface {
 }, s Series) error {
 	name := RegressedName(s.Measurement)
 	rows, err := q.Query(ctx, `
-		SELECT c.column_name, c.data_type, c.is_nullable = 'NO' AND c.column_default IS NULL
+		SELECT c.column_name, c.data_type,
+			c.is_nullable = 'NO' AND c.column_default IS NULL AND c.is_identity = 'NO' AND c.is_generated = 'NEVER'
 		FROM information_schema.columns c
 		WHERE c.table_name = $1 AND c.table_schema = current_schema()`, name)
 	if err != nil {

@@ -203,7 +203,8 @@ func TestCheckRegressed(t *testing.T) {
 		`CREATE TABLE bad_regressed (x int)`,
 		`CREATE TABLE typed_regressed ("time" timestamptz, value text, model text, source text, target int, host int)`,
 		`CREATE TABLE extra_regressed ("time" timestamptz, value double precision, model text, source text, target text, note text NOT NULL)`,
-		`CREATE TABLE fine_regressed ("time" timestamptz NOT NULL, value double precision NOT NULL, model varchar(64), source text, target text, note text, id serial NOT NULL)`,
+		`CREATE TABLE fine_regressed ("time" timestamptz NOT NULL, value double precision NOT NULL, model varchar(64), source text, target text, note text, id serial NOT NULL,
+			seq bigint GENERATED ALWAYS AS IDENTITY, doubled double precision GENERATED ALWAYS AS (value * 2) STORED)`,
 	} {
 		if _, err := pool.Exec(ctx, ddl); err != nil {
 			t.Fatal(err)
