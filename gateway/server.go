@@ -109,8 +109,11 @@ func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		msg := "missing API key: send the header 'Authorization: Api-Key <key>'"
 		if auth != "" {
-			scheme, _, _ := strings.Cut(strings.TrimSpace(auth), " ")
-			msg = fmt.Sprintf("the Authorization header must read 'Api-Key <key>', not %q…", scheme)
+			msg = "the Authorization header must read 'Api-Key <key>'"
+			// Name the scheme sent, never anything that could be the key.
+			if scheme, _, ok := strings.Cut(strings.TrimSpace(auth), " "); ok && isSchemeName(scheme) {
+				msg += fmt.Sprintf(", not %q…", scheme)
+			}
 		}
 		w.Header().Set("WWW-Authenticate", `Api-Key realm="regressd"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized", msg)
@@ -319,6 +322,19 @@ func apiKey(h string) (string, bool) {
 	}
 	key = strings.TrimSpace(key)
 	return key, key != ""
+}
+
+// isSchemeName tells a short alphabetic word such as Bearer or Basic.
+func isSchemeName(s string) bool {
+	if len(s) == 0 || len(s) > 16 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
 }
 
 // isThinkingSlug recognises the hosted service's thinking variants

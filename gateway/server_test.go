@@ -76,6 +76,8 @@ func (g *testGateway) post(t *testing.T, key string, body any) (int, http.Header
 	switch {
 	case strings.HasPrefix(key, "Bearer "): // a whole header, scheme included
 		req.Header.Set("Authorization", key)
+	case strings.HasPrefix(key, "raw:"): // a whole header as given
+		req.Header.Set("Authorization", strings.TrimPrefix(key, "raw:"))
 	case key != "":
 		req.Header.Set("Authorization", "Api-Key "+key)
 	}
@@ -196,6 +198,7 @@ func TestPredictErrors(t *testing.T) {
 	}{
 		{"no key", "", body(10, 2, nil), 401, "missing API key"},
 		{"bearer scheme", "Bearer " + g.key, body(10, 2, nil), 401, `must read 'Api-Key <key>', not "Bearer"`},
+		{"no scheme", "raw:" + g.key, body(10, 2, nil), 401, `must read 'Api-Key <key>'`},
 		{"malformed key", "sk-123", body(10, 2, nil), 403, "unknown API key"},
 		{"unknown key", "rgd_0123456789abcdef_" + strings.Repeat("A", secretLen), body(10, 2, nil), 403, "unknown API key"},
 		{"revoked key", revoked, body(10, 2, nil), 403, "revoked"},
@@ -239,6 +242,9 @@ func TestPredictErrors(t *testing.T) {
 			msg := errMessage(out)
 			if !strings.Contains(msg, tt.want) {
 				t.Fatalf("error %q does not mention %q", msg, tt.want)
+			}
+			if strings.Contains(msg, g.key) {
+				t.Fatalf("error %q echoes the key", msg)
 			}
 			if out["message"] != msg {
 				t.Errorf("message %q differs from error %q", out["message"], msg)
