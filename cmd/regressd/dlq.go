@@ -308,7 +308,7 @@ func (c *dlqCommand) retry(ctx context.Context, js jetstream.JetStream, str jets
 			continue
 		}
 		if unversioned(raw.Header) {
-			errs = append(errs, fmt.Errorf("dead letter %d: the original message carried no %s header, so its role would refuse it again; purge it, and have its sender set the header", seq, schemas.HeaderSchema))
+			errs = append(errs, fmt.Errorf("dead letter %d: the original message carried %s %q, not %q, so its role would refuse it again; purge it, and have its sender set the header", seq, schemas.HeaderSchema, raw.Header.Get(schemas.HeaderSchema), schemas.Version))
 			continue
 		}
 		m := &nats.Msg{Subject: subject, Data: raw.Data, Header: nats.Header{}}
@@ -334,10 +334,10 @@ func (c *dlqCommand) retry(ctx context.Context, js jetstream.JetStream, str jets
 	return errors.Join(errs...)
 }
 
-// unversioned tells a dead letter whose original had no schema version (the
-// DLQ copy keeps the original's headers as they were): its role would only
-// refuse it again.
-func unversioned(h nats.Header) bool { return h.Get(schemas.HeaderSchema) == "" }
+// unversioned tells a dead letter whose original had no schema version, or
+// another than this build's (the DLQ copy keeps the original's headers as
+// they were): its role would only refuse it again.
+func unversioned(h nats.Header) bool { return h.Get(schemas.HeaderSchema) != schemas.Version }
 
 // originOK accepts only our own work streams and their subjects, so a retry
 // cannot be pointed anywhere else.

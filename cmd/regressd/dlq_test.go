@@ -390,7 +390,7 @@ func TestDLQRetryIsVerbatim(t *testing.T) {
 	unversioned := e.waitDLQ(1, 30*time.Second)[0]
 	seq := strconv.FormatUint(unversioned.Seq, 10)
 	out, err := e.dlqCLI("retry", seq)
-	if err == nil || !strings.Contains(err.Error(), "dead letter "+seq+": the original message carried no Regressd-Schema header") ||
+	if err == nil || !strings.Contains(err.Error(), "dead letter "+seq+": the original message carried Regressd-Schema \"\", not \"1\"") ||
 		!strings.Contains(out, "0 message(s) retried") {
 		t.Fatalf("retry of an unversioned message: %v\n%s", err, out)
 	}
