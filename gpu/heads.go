@@ -115,10 +115,6 @@ func fitSolve(z []float64, n, f int, inv []float64, sf2, sn2 float64, r []float6
 	return res
 }
 
-// ensembleSelect picks non-negative weights summing to one over candidate
-// predictions cand (each length n) that minimise the squared error against y,
-// by greedy forward selection with replacement (Caruana et al. 2004): robust
-// on small contexts, where free least-squares stacking overfits.
 // initSlack bounds the sorted initialisation: a candidate joins it only if
 // its squared error is within this factor of the best's. Blending the best
 // few steadies noisy out-of-fold scores; blending heads far worse than the
@@ -128,6 +124,10 @@ func fitSolve(z []float64, n, f int, inv []float64, sf2, sn2 float64, r []float6
 // (concrete +0.0016 for model-4l).
 const initSlack = 2
 
+// ensembleSelect picks non-negative weights summing to one over candidate
+// predictions cand (each length n) that minimise the squared error against y,
+// by greedy forward selection with replacement (Caruana et al. 2004): robust
+// on small contexts, where free least-squares stacking overfits.
 func ensembleSelect(cand [][]float64, y []float64, init, rounds int) []float64 {
 	n := len(y)
 	w := make([]float64, len(cand))
