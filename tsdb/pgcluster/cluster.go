@@ -116,6 +116,10 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		if err := c.initdb(ctx, o.Fast); err != nil {
 			return nil, err
 		}
+	} else if c.passfile == "" {
+		if err := c.recoverPassword(); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.start(ctx, o.Fast); err != nil {
 		return nil, err
@@ -304,33 +308,51 @@ func (c *Cluster) initdb(ctx context.Context, trust bool) error {
 		args = append(args, "--auth=trust")
 	} else {
 		password = newPassword()
-		// initdb reads the password from a file the server user can read;
-		// the data dir must be empty, so it lives in the temp dir meanwhile.
-		pw, err := os.CreateTemp("", "regressd-pw-")
-		if err != nil {
-			return fmt.Errorf("private postgres: %w", err)
-		}
-		defer os.Remove(pw.Name())
-		_, err = pw.WriteString(password + "\n")
-		if cerr := pw.Close(); err == nil {
-			err = cerr
-		}
+		// initdb reads the password from a file the server user can read.
+		// The data dir must be empty, so the file waits beside it, where
+		// the server user can reach it, until the passfile is written:
+		// a start after a crash in between finds it there (recoverPassword).
+		pending := c.pendingPassword()
+		err := os.WriteFile(pending, []byte(password+"\n"), 0o600)
 		if err == nil && c.cred != nil {
-			err = c.chown(pw.Name())
+			err = c.chown(pending)
 		}
 		if err != nil {
+			os.Remove(pending)
 			return fmt.Errorf("private postgres: password file: %w", err)
 		}
-		args = append(args, "--auth=scram-sha-256", "--pwfile="+pw.Name())
+		args = append(args, "--auth=scram-sha-256", "--pwfile="+pending)
 	}
 	out, err := c.command(ctx, "initdb", args...).CombinedOutput()
 	if err != nil {
+		os.Remove(c.pendingPassword())
 		return fmt.Errorf("private postgres: initdb in %s: %v: %s", c.dir, err, lastLines(out, 3))
 	}
-	if password != "" {
-		return c.writePassfile(password)
+	if password == "" {
+		return nil
 	}
-	return nil
+	if err := c.writePassfile(password); err != nil {
+		return err
+	}
+	return os.Remove(c.pendingPassword())
+}
+
+// pendingPassword is where a new cluster's password waits while initdb runs.
+func (c *Cluster) pendingPassword() string {
+	return filepath.Join(filepath.Dir(c.dir), "."+filepath.Base(c.dir)+".initdb-password")
+}
+
+// recoverPassword finishes an initdb that was cut off before its password
+// reached the passfile.
+func (c *Cluster) recoverPassword() error {
+	b, err := os.ReadFile(c.pendingPassword())
+	if err != nil {
+		return nil // none pending
+	}
+	if err := c.writePassfile(strings.TrimSpace(string(b))); err != nil {
+		return err
+	}
+	return os.Remove(c.pendingPassword())
 }
 
 func newPassword() string {
@@ -370,6 +392,13 @@ func (c *Cluster) requirePassword(ctx context.Context) error {
 	}
 	defer conn.Close(ctx)
 	password := newPassword()
+	// Hash it as pg_hba.conf will ask (md5 is the default before PostgreSQL
+	// 14), and keep the statement, which holds the password, out of the log.
+	for _, set := range []string{"SET password_encryption = 'scram-sha-256'", "SET log_statement = 'none'"} {
+		if _, err := conn.Exec(ctx, set); err != nil {
+			return fmt.Errorf("private postgres: %s: %w", set, err)
+		}
+	}
 	if _, err := conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{Role}.Sanitize()+" PASSWORD '"+password+"'"); err != nil {
 		return fmt.Errorf("private postgres: set password: %w", err)
 	}

@@ -131,3 +131,44 @@ func TestAttachStartsNothing(t *testing.T) {
 		t.Fatal("Attach created a cluster")
 	}
 }
+
+// A start cut off between initdb and writing the passfile leaves the
+// password beside the data dir; the next start finds it and the cluster
+// is reachable, not locked with a password nobody kept.
+func TestPasswordSurvivesACutInitdb(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	c, err := Start(ctx, Options{Dir: filepath.Join(dir, "pg")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// What a crash right after initdb leaves: the pending password, no passfile.
+	line, err := os.ReadFile(filepath.Join(c.Dir(), passFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	password := strings.TrimSpace(string(line[strings.LastIndexByte(string(line), ':')+1:]))
+	if err := os.WriteFile(c.pendingPassword(), []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(c.Dir(), passFile)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Start(ctx, Options{Dir: filepath.Join(dir, "pg")})
+	if err != nil {
+		t.Fatalf("start after the cut: %v", err)
+	}
+	defer again.Stop()
+	conn, err := pgx.Connect(ctx, again.URL())
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	conn.Close(ctx)
+	if _, err := os.Stat(again.pendingPassword()); !os.IsNotExist(err) {
+		t.Fatalf("the pending password is still there: %v", err)
+	}
+}
