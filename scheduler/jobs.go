@@ -43,9 +43,8 @@ type Publisher struct {
 	waiters  map[string]map[chan schemas.TaskSummary]struct{}
 
 	// accepted remembers the last maxAccepted tasks this publisher queued,
-	// as running: a task waiting on a slow model longer than the bucket's
-	// TTL, before the writer has any row of it, is still known to whoever
-	// polls this process.
+	// as running, until the writer has a record of them: a task is known
+	// from the moment it is queued, however long its first batch takes.
 	amu           sync.Mutex
 	accepted      map[string]schemas.TaskSummary
 	acceptedOrder []string
@@ -86,7 +85,7 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 	rerun := schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End,
 		runID+"|rerun:"+strconv.FormatInt(time.Now().UnixNano()/int64(max(p.dupWindow, time.Second)), 10), job.DryRun)
 	for _, id := range []string{msgID, rerun} {
-		sum, ok, err := p.Task(ctx, schemas.TaskID(id))
+		sum, ok, err := p.run(ctx, schemas.TaskID(id))
 		if err != nil {
 			p.log.Warn("could not tell whether the window already ran; publishing it as asked", "task_id", schemas.TaskID(id), "err", err)
 			break
@@ -114,29 +113,36 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 		return "", false, fmt.Errorf("publish job: %w", err)
 	}
 	if !ack.Duplicate {
-		p.markQueued(ctx, job)
+		// Known as running from now on (polled, waited for), before the
+		// writer has anything of it. Kept in this process, not in the task
+		// bucket: a marker there would cost the writer two more round trips
+		// per task to replace.
+		p.remember(schemas.TaskSummary{TaskID: job.TaskID, Trigger: job.Trigger, Status: schemas.StatusRunning,
+			Start: job.Start, End: job.End, Model: job.Args.Model, Updated: time.Now().UTC()})
 	}
 	return job.TaskID, ack.Duplicate, nil
 }
 
-// markQueued records a published task as running, so that it is known
-// (polled, waited for) before the writer publishes its first summary. It
-// only creates: a summary the writer already stored is never replaced, and
-// the writer replaces this one with any summary that has news (see
-// writer.newer). A duplicate publish is not marked: its task's summary may
-// have expired after the task ended. A failure costs only the early view.
-func (p *Publisher) markQueued(ctx context.Context, job schemas.Job) {
-	now := time.Now().UTC()
-	sum := schemas.TaskSummary{TaskID: job.TaskID, Trigger: job.Trigger, Status: schemas.StatusRunning,
-		Start: job.Start, End: job.End, Model: job.Args.Model, Updated: now}
-	p.remember(sum)
-	b, err := json.Marshal(sum)
-	if err != nil {
-		return
+// run is what Publish knows of a task's run: the ledger's record when there
+// is a ledger (a task that ended is there for good), else the task bucket;
+// then the tasks this publisher queued that have no record yet.
+func (p *Publisher) run(ctx context.Context, taskID string) (schemas.TaskSummary, bool, error) {
+	if p.lookup == nil {
+		return p.Task(ctx, taskID)
 	}
-	if _, err := p.tasks.Create(ctx, job.TaskID, b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-		p.log.Warn("task not marked queued", "task_id", job.TaskID, "err", err)
+	if sum, ok, err := p.lookup(ctx, taskID); ok || err != nil {
+		return sum, ok, err
 	}
+	return p.queued(taskID)
+}
+
+// queued is a task this publisher queued, as running, for staleRun at most:
+// without a ledger this process never learns how a task ended.
+func (p *Publisher) queued(taskID string) (schemas.TaskSummary, bool, error) {
+	p.amu.Lock()
+	sum, ok := p.accepted[taskID]
+	p.amu.Unlock()
+	return sum, ok && time.Since(sum.Updated) < staleRun, nil
 }
 
 // remember keeps sum among the accepted tasks, forgetting the oldest.
@@ -165,12 +171,7 @@ func (p *Publisher) Task(ctx context.Context, taskID string) (schemas.TaskSummar
 				return sum, ok, err
 			}
 		}
-		p.amu.Lock()
-		sum, ok := p.accepted[taskID]
-		p.amu.Unlock()
-		// Without a ledger this process never learns how a task ended:
-		// past staleRun it no longer claims the task is running.
-		return sum, ok && time.Since(sum.Updated) < staleRun, nil
+		return p.queued(taskID)
 	}
 	if err != nil {
 		return schemas.TaskSummary{}, false, err
