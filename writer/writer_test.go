@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/regressd/regressd/bus/bustest"
 	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/tsdb"
@@ -26,16 +28,22 @@ func okResult(task, measurement string, batch, batches int, t0 time.Time) result
 	return r
 }
 
+// newTestWriter is a writer on a real JetStream and a private database.
+func newTestWriter(t *testing.T) (*Writer, *pgxpool.Pool) {
+	t.Helper()
+	pool := pgtest.New(t)
+	w, err := New(context.Background(), bustest.New(t).JS, pool, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, pool
+}
+
 // A group is one transaction; when it fails, its results are written one by
 // one, so the bad one fails alone and the others land.
 func TestGroupCommitIsolatesABadResult(t *testing.T) {
 	ctx := context.Background()
-	s := bustest.New(t)
-	pool := pgtest.New(t)
-	w, err := New(ctx, s.JS, pool, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, pool := newTestWriter(t)
 	// bad_regressed exists with a check no prediction passes: its shape is
 	// fine (tsdb.CheckRegressed lets it through), its COPY fails.
 	if _, err := pool.Exec(ctx, `CREATE TABLE bad_regressed ("time" timestamptz NOT NULL, value double precision NOT NULL CHECK (value < -1e300),
@@ -120,12 +128,7 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 // producer checked) is recorded as a failed batch at once: the task ends.
 func TestIncompatibleTableFailsTheBatch(t *testing.T) {
 	ctx := context.Background()
-	s := bustest.New(t)
-	pool := pgtest.New(t)
-	w, err := New(ctx, s.JS, pool, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, pool := newTestWriter(t)
 	if _, err := pool.Exec(ctx, `CREATE TABLE clash_regressed (x int)`); err != nil {
 		t.Fatal(err)
 	}
