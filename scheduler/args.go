@@ -166,10 +166,10 @@ func ResolveArgs(args map[string]string, partial bool, models ModelCheck) (schem
 	if r.Tags, err = ParseTags(get("tags")); err != nil {
 		errs = append(errs, err)
 	}
-	if r.Window, err = parseDuration(get("window")); err != nil {
+	if r.Window, err = schemas.ParseDuration(get("window")); err != nil {
 		errs = append(errs, fmt.Errorf("window: %w", err))
 	}
-	if r.RequestTimeout, err = parseDuration(get("request_timeout")); err != nil {
+	if r.RequestTimeout, err = schemas.ParseDuration(get("request_timeout")); err != nil {
 		errs = append(errs, fmt.Errorf("request_timeout: %w", err))
 	}
 	if r.SkipExisting, err = parseBool(get("skip_existing")); err != nil {

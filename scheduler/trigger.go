@@ -70,7 +70,7 @@ func ParseSpec(spec string) (ParsedSpec, error) {
 		}
 		return ParsedSpec{Kind: kind, Path: rest}, nil
 	case SpecEvery:
-		d, err := parseDuration(rest)
+		d, err := schemas.ParseDuration(rest)
 		if err != nil {
 			return ParsedSpec{}, fmt.Errorf("trigger spec %q: %w", spec, err)
 		}

@@ -3,6 +3,7 @@ package schemas
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,12 +13,31 @@ import (
 // form: Go durations ("15m", "300s") plus days ("30d") and weeks ("2w").
 type Duration time.Duration
 
+// durationUnits are the units of a single-unit duration, for telling one
+// too large for time.Duration from a malformed one; a suffix that ends
+// another (s, ms) comes after it.
+var durationUnits = []struct {
+	suffix string
+	unit   time.Duration
+}{
+	{"ns", time.Nanosecond}, {"us", time.Microsecond}, {"µs", time.Microsecond}, {"ms", time.Millisecond},
+	{"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}, {"w", 7 * 24 * time.Hour},
+}
+
 // ParseDuration parses "30d", "2w", "1h30m", "300s". Zero and negative
 // durations are errors: every duration argument is a length of time.
 func ParseDuration(s string) (Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return 0, fmt.Errorf("empty duration")
+	}
+	for _, u := range durationUnits {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			if v, err := strconv.ParseFloat(n, 64); err == nil && v*float64(u.unit) >= math.MaxInt64 {
+				return 0, fmt.Errorf("duration %q is too large (at most %dd, about 292 years)", s, math.MaxInt64/int64(24*time.Hour))
+			}
+			break
+		}
 	}
 	var d time.Duration
 	if n, unit := s[:len(s)-1], s[len(s)-1]; unit == 'd' || unit == 'w' {

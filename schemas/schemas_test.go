@@ -55,6 +55,11 @@ func TestParseDuration(t *testing.T) {
 			t.Errorf("%q: no error", bad)
 		}
 	}
+	for _, big := range []string{"100000000000d", "1e13h", "300000w"} {
+		if _, err := ParseDuration(big); err == nil || !strings.Contains(err.Error(), "too large") {
+			t.Errorf("%q: %v, want too large", big, err)
+		}
+	}
 	if got := Duration(30 * 24 * time.Hour).String(); got != "30d" {
 		t.Errorf("String=%s", got)
 	}
