@@ -34,7 +34,8 @@ and RMSE over the splits and the suite mean, beside the baselines in
 DIR/baselines.json when present. DIR/manifest.json names each file's
 features and target; without it the last column is the target and every
 other column except "time" a feature. Empty, NA and NaN cells are missing;
-a feature column of text is one-hot encoded (at most 64 distinct values).
+a feature column of text is one-hot encoded (at most 64 distinct values),
+and a text cell in a mostly numeric column is missing (said on stderr).
 Progress goes to stderr.
 
 Flags:
@@ -79,6 +80,11 @@ func (c *evalCommand) Run(ctx context.Context, args []string) error {
 	ds, err := eval.Load(*dir)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
+	}
+	for _, d := range ds {
+		for _, n := range d.Notes {
+			fmt.Fprintf(c.m.Stderr, "eval: %s: %s\n", d.Name, n)
+		}
 	}
 	bl, err := eval.LoadBaselines(*dir)
 	if err != nil {

@@ -5,6 +5,7 @@
 package eval
 
 import (
+	"bufio"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,9 @@ type Dataset struct {
 	Y        []float64
 	// Test[s][i] is true when row i is a test row of split s.
 	Test [][]bool
+	// Notes say how the data was read where it was not plain (stray text
+	// in a numeric column).
+	Notes []string
 }
 
 // manifestEntry is the part of manifest.json this package reads.
@@ -88,7 +92,11 @@ func readCSV(path string) ([]string, [][]string, error) {
 		return nil, nil, err
 	}
 	defer fh.Close()
-	r := csv.NewReader(fh)
+	br := bufio.NewReader(fh)
+	if bom, err := br.Peek(3); err == nil && string(bom) == "\ufeff" {
+		br.Discard(3) // a UTF-8 byte order mark, as spreadsheets write
+	}
+	r := csv.NewReader(br)
 	header, err := r.Read()
 	if err == io.EOF {
 		return nil, nil, errors.New("empty file")
@@ -136,6 +144,11 @@ func loadOne(dir, file string, m manifestEntry) (Dataset, error) {
 	if len(d.Features) == 0 {
 		return Dataset{}, errors.New("no feature columns")
 	}
+	for _, f := range d.Features {
+		if f == d.Target {
+			return Dataset{}, fmt.Errorf("the target %q is also listed as a feature", f)
+		}
+	}
 	var cols []column
 	var names []string
 	for _, f := range d.Features {
@@ -146,6 +159,9 @@ func loadOne(dir, file string, m manifestEntry) (Dataset, error) {
 		fc, err := newColumn(f, c, rows)
 		if err != nil {
 			return Dataset{}, err
+		}
+		if fc.stray > 0 {
+			d.Notes = append(d.Notes, fmt.Sprintf("column %q: %d cell(s) that are not numbers read as missing", f, fc.stray))
 		}
 		cols = append(cols, fc)
 		names = append(names, fc.names()...)
@@ -170,6 +186,24 @@ func loadOne(dir, file string, m manifestEntry) (Dataset, error) {
 	if err != nil {
 		return Dataset{}, err
 	}
+	// R² compares errors with the test targets' spread: a split without
+	// one has no R².
+	for s, test := range d.Test {
+		var first float64
+		n, spread := 0, false
+		for i, t := range test {
+			if t {
+				if n == 0 {
+					first = d.Y[i]
+				}
+				spread = spread || d.Y[i] != first
+				n++
+			}
+		}
+		if !spread {
+			return Dataset{}, fmt.Errorf("split %d has %d test row(s), all with target %g: R² is undefined without a spread of test targets", s, n, first)
+		}
+	}
 	return d, nil
 }
 
@@ -183,22 +217,27 @@ type column struct {
 	name   string
 	index  int
 	levels []string // nil for a numeric column
+	stray  int      // a numeric column's cells that were not numbers (missing)
 }
 
-// newColumn reads column c of rows: numeric if every present cell parses.
+// newColumn reads column c of rows: numeric if most present cells parse
+// (the others are then missing, and counted in stray), text otherwise.
 func newColumn(name string, c int, rows [][]string) (column, error) {
 	fc := column{name: name, index: c}
 	seen := map[string]bool{}
-	numeric := true
+	numbers, texts := 0, 0
 	for _, rec := range rows {
 		if _, err := cell(rec, c); err != nil {
-			numeric = false
+			texts++
+		} else if _, ok := textCell(rec, c); ok {
+			numbers++
 		}
 		if v, ok := textCell(rec, c); ok {
 			seen[v] = true
 		}
 	}
-	if numeric {
+	if numbers >= texts {
+		fc.stray = texts
 		return fc, nil
 	}
 	if len(seen) > maxLevels {
@@ -225,7 +264,10 @@ func (c column) names() []string {
 // appendRow appends the column's values of rec to x.
 func (c column) appendRow(x []float64, rec []string) []float64 {
 	if c.levels == nil {
-		v, _ := cell(rec, c.index) // numeric: every cell parsed in newColumn
+		v, err := cell(rec, c.index)
+		if err != nil {
+			v = math.NaN() // a stray text cell in a numeric column
+		}
 		return append(x, v)
 	}
 	v, ok := textCell(rec, c.index)

@@ -24,7 +24,7 @@ func write(t *testing.T, dir, name, body string) {
 func TestLoadAndRun(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "a.csv", "time,x,y\n2020-01-01,1,2\n2020-01-02,,4\n2020-01-03,3,6\n2020-01-04,4,8\n")
-	write(t, dir, "splits/a.csv", "seed0,seed1\n1,0\n0,1\n0,0\n0,0\n")
+	write(t, dir, "splits/a.csv", "seed0,seed1\n1,0\n1,0\n0,1\n0,1\n")
 	ds, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -39,10 +39,10 @@ func TestLoadAndRun(t *testing.T) {
 	var calls int
 	res, err := Run(context.Background(), ds, func(X [][]float64, y []float64, Xq [][]float64) ([]float64, error) {
 		calls++
-		if len(X) != 3 || len(Xq) != 1 {
-			t.Errorf("context %d rows, queries %d: want 3 and 1", len(X), len(Xq))
+		if len(X) != 2 || len(Xq) != 2 {
+			t.Errorf("context %d rows, queries %d: want 2 and 2", len(X), len(Xq))
 		}
-		return []float64{0}, nil
+		return make([]float64, len(Xq)), nil
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +59,9 @@ func TestLoadErrors(t *testing.T) {
 		want  string
 	}{
 		{"no csv", map[string]string{"x.txt": "a"}, "no *.csv"},
+		{"target as a feature", map[string]string{"a.csv": "x,y\n1,1\n2,2\n", "manifest.json": `[{"file": "a.csv", "features": ["x", "y"], "target": "y"}]`, "splits/a.csv": "seed0\n1\n0\n"},
+			`target "y" is also listed as a feature`},
+		{"one test row", map[string]string{"a.csv": "x,y\n1,1\n2,2\n3,3\n", "splits/a.csv": "seed0\n1\n0\n0\n"}, "R² is undefined"},
 		{"text target", map[string]string{"a.csv": "x,y\n1,foo\n", "splits/a.csv": "seed0\n1\n"}, `target "foo" is not a number`},
 		{"text of many values", map[string]string{"a.csv": "x,y\n" + manyLevels(maxLevels+1), "splits/a.csv": "seed0\n" + strings.Repeat("1\n", maxLevels+1)},
 			"text with 65 distinct values"},
@@ -107,7 +110,7 @@ func manyLevels(n int) string {
 func TestTextFeatureOneHot(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "a.csv", "city,x,y\nParis,1,2\nNew York,2,4\nNA,3,6\nParis,4,8\n")
-	write(t, dir, "splits/a.csv", "seed0\n1\n0\n0\n0\n")
+	write(t, dir, "splits/a.csv", "seed0\n1\n1\n0\n0\n")
 	ds, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -118,5 +121,24 @@ func TestTextFeatureOneHot(t *testing.T) {
 	}
 	if d.X[0][0] != 0 || d.X[0][1] != 1 || d.X[1][0] != 1 || !math.IsNaN(d.X[2][0]) || !math.IsNaN(d.X[2][1]) || d.X[3][2] != 4 {
 		t.Fatalf("rows %v", d.X)
+	}
+}
+
+// A stray text cell in a numeric column is missing, with a note; a UTF-8
+// byte order mark before a quoted header is not part of the first name.
+func TestStrayTextAndBOM(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.csv", "\ufeff\"x\",\"y\"\n1,2\nseven,4\n3,6\n4,8\n")
+	write(t, dir, "splits/a.csv", "seed0\n1\n0\n1\n0\n")
+	ds, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds[0]
+	if len(d.Features) != 1 || d.Features[0] != "x" || !math.IsNaN(d.X[1][0]) || d.X[2][0] != 3 {
+		t.Fatalf("features %q rows %v", d.Features, d.X)
+	}
+	if len(d.Notes) != 1 || !strings.Contains(d.Notes[0], "1 cell(s) that are not numbers") {
+		t.Fatalf("notes %q", d.Notes)
 	}
 }
