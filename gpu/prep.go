@@ -36,8 +36,12 @@ type prep struct {
 }
 
 // maxDirect is the number of standardised columns above which prep projects
-// on principal axes.
-const maxDirect = 24
+// on principal axes. The projection knows nothing of the target: with 100
+// independent columns of which 4 matter, keeping the 24 leading axes (the
+// earlier bound) dropped most of the signal (R² 0.13 against 0.99 with
+// every column, at twice the time on 3,000 rows), as the ARD length scales
+// do the selecting the projection cannot.
+const maxDirect = 128
 
 func missing(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
 
