@@ -316,6 +316,10 @@ func (p *Policy) decodeField(bit policyFields, name string, v json.RawMessage) s
 		}
 	case pfElementsBudget, pfContextRowChunk:
 		n, ok := jsonInteger(v)
+		var f float64
+		if !ok && json.Unmarshal(v, &f) == nil && f == math.Trunc(f) {
+			return fmt.Sprintf("%s: %s is out of range", name, bytes.TrimSpace(v))
+		}
 		if !ok {
 			return wrongType("an integer")
 		}

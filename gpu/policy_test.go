@@ -123,6 +123,7 @@ func TestParsePolicyRejects(t *testing.T) {
 		{"dtype as number", `{"cache_dtype": 8}`, []string{`cache_dtype: want "bf16" or "int8", got a number`}, 1},
 		{"elements fractional", `{"elements_budget": 1.5}`, []string{"elements_budget: want an integer, got a number"}, 1},
 		{"chunk as bool", `{"context_row_chunk": true}`, []string{"context_row_chunk: want an integer, got a boolean"}, 1},
+		{"elements past int64", `{"elements_budget": 1e30}`, []string{"elements_budget: 1e30 is out of range"}, 1},
 		{"elements as a numeric string", `{"elements_budget": "100"}`, []string{"elements_budget: want an integer, got a string"}, 1},
 		{"chunk as a numeric string", `{"context_row_chunk": "16"}`, []string{"context_row_chunk: want an integer, got a string"}, 1},
 		{"absolute as object", `{"host_budget_absolute_gb": {"gb": 1}}`, []string{"host_budget_absolute_gb: want a number, got an object"}, 1},
