@@ -1,10 +1,13 @@
 package bus
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -15,6 +18,28 @@ import (
 type Embedded struct {
 	srv    *server.Server
 	listen bool
+	lock   *os.File // held while the server runs: one process per store
+}
+
+// ErrStoreInUse: another process (a running regressd) serves the store dir.
+var ErrStoreInUse = errors.New("the store is in use by another regressd")
+
+// lockStore takes the store dir's lock, without waiting. Two JetStream
+// servers on one store would each think it theirs: messages one writes the
+// other never sees, and consumers stall.
+func lockStore(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "regressd.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("embedded nats: %s: %w (a running 'regressd run' with this --data-dir?): stop it first, or reach its bus with --nats-url after starting it with --nats-listen 127.0.0.1:4222", dir, ErrStoreInUse)
+		}
+		return nil, fmt.Errorf("embedded nats: lock %s: %w", dir, err)
+	}
+	return f, nil
 }
 
 // EmbeddedConfig configures StartEmbedded.
@@ -35,6 +60,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	if err := os.MkdirAll(cfg.StoreDir, 0o750); err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	lock, err := lockStore(cfg.StoreDir)
+	if err != nil {
+		return nil, err
 	}
 	opts := &server.Options{
 		ServerName: cfg.Name,
@@ -65,14 +94,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("embedded nats: %w", err)
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("embedded nats: not ready after 30s (is %s writable and not used by another regressd?)", cfg.StoreDir)
+		lock.Close()
+		return nil, fmt.Errorf("embedded nats: not ready after 30s (is %s writable?)", cfg.StoreDir)
 	}
-	return &Embedded{srv: srv, listen: cfg.Listen != ""}, nil
+	return &Embedded{srv: srv, listen: cfg.Listen != "", lock: lock}, nil
 }
 
 // ClientURL is the URL network clients use; "" when the server listens on no port.
@@ -97,6 +128,7 @@ func (e *Embedded) Connect(name string) (*nats.Conn, error) {
 func (e *Embedded) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	e.lock.Close() // releases the store's lock
 }
 
 // Connect dials an external NATS server.
