@@ -1,12 +1,16 @@
 package bus
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,9 +20,11 @@ import (
 
 // Embedded is a NATS server with JetStream running in this process.
 type Embedded struct {
-	srv    *server.Server
-	listen bool
-	lock   *os.File // held while the server runs: one process per store
+	srv        *server.Server
+	listen     bool
+	lock       *os.File // held while the server runs: one process per store
+	token      string   // required of clients when the server listens for ClientFile
+	clientFile string
 }
 
 // ErrStoreInUse: another process (a running regressd) serves the store dir.
@@ -51,6 +57,22 @@ type EmbeddedConfig struct {
 	Listen string
 	// Name is the server name; defaults to "regressd".
 	Name string
+	// ClientFile, when set, is where the server writes the URL other
+	// processes reach it at (regressd's own commands, while this one holds
+	// the store), readable by this user only. With no Listen the server
+	// then listens on a loopback port and requires a token, which the URL
+	// carries. The file is removed at Shutdown.
+	ClientFile string
+}
+
+// ReadClientURL reads the URL a running embedded server left in file (see
+// EmbeddedConfig.ClientFile).
+func ReadClientURL(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // StartEmbedded starts a JetStream server in-process and waits until it is ready.
@@ -76,9 +98,16 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	if opts.ServerName == "" {
 		opts.ServerName = "regressd"
 	}
-	if cfg.Listen == "" {
+	var token string
+	switch {
+	case cfg.Listen == "" && cfg.ClientFile != "":
+		b := make([]byte, 24)
+		rand.Read(b)
+		token = hex.EncodeToString(b)
+		opts.Host, opts.Port, opts.Authorization = "127.0.0.1", server.RANDOM_PORT, token
+	case cfg.Listen == "":
 		opts.DontListen = true
-	} else {
+	default:
 		host, port, err := net.SplitHostPort(cfg.Listen)
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats: listen address %q: %w", cfg.Listen, err)
@@ -103,7 +132,18 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		lock.Close()
 		return nil, fmt.Errorf("embedded nats: not ready after 30s (is %s writable?)", cfg.StoreDir)
 	}
-	return &Embedded{srv: srv, listen: cfg.Listen != "", lock: lock}, nil
+	e := &Embedded{srv: srv, listen: cfg.Listen != "", lock: lock, token: token, clientFile: cfg.ClientFile}
+	if cfg.ClientFile != "" {
+		url := srv.ClientURL()
+		if token != "" {
+			url = strings.Replace(url, "nats://", "nats://"+token+"@", 1)
+		}
+		if err := os.WriteFile(cfg.ClientFile, []byte(url+"\n"), 0o600); err != nil {
+			e.Shutdown()
+			return nil, fmt.Errorf("embedded nats: %w", err)
+		}
+	}
+	return e, nil
 }
 
 // ClientURL is the URL network clients use; "" when the server listens on no port.
@@ -114,11 +154,15 @@ func (e *Embedded) ClientURL() string {
 	return e.srv.ClientURL()
 }
 
-// Connect opens a client connection, in-process when the server has no port.
+// Connect opens a client connection, in-process unless the server was asked
+// to listen (Listen) for clients of its own.
 func (e *Embedded) Connect(name string) (*nats.Conn, error) {
 	opts := clientOptions(name)
 	if !e.listen {
 		opts = append(opts, nats.InProcessServer(e.srv))
+		if e.token != "" {
+			opts = append(opts, nats.Token(e.token))
+		}
 		return nats.Connect("", opts...)
 	}
 	return nats.Connect(e.srv.ClientURL(), opts...)
@@ -128,6 +172,9 @@ func (e *Embedded) Connect(name string) (*nats.Conn, error) {
 func (e *Embedded) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	if e.clientFile != "" {
+		os.Remove(e.clientFile)
+	}
 	e.lock.Close() // releases the store's lock
 }
 
@@ -135,9 +182,21 @@ func (e *Embedded) Shutdown() {
 func Connect(url, name string) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, clientOptions(name)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats at %s: %w (is the server running? check --nats-url)", url, err)
+		return nil, fmt.Errorf("connect to nats at %s: %w (is the server running? check --nats-url)", redact(url), err)
 	}
 	return nc, nil
+}
+
+// redact drops the credentials of each of the comma-separated NATS URLs.
+func redact(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = neturl.User("REDACTED")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 func clientOptions(name string) []nats.Option {

@@ -2,6 +2,9 @@ package bus
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -26,4 +29,46 @@ func TestEmbeddedStoreIsExclusive(t *testing.T) {
 		t.Fatalf("after the first shut down: %v", err)
 	}
 	again.Shutdown()
+}
+
+// While one process holds the store, another reaches its bus through the
+// URL it left (token included, this user only), and the URL goes with it.
+func TestEmbeddedClientFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "client.url")
+	e, err := StartEmbedded(EmbeddedConfig{StoreDir: dir, ClientFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := e.Connect("in-process")
+	if err != nil {
+		t.Fatalf("in-process client: %v", err)
+	}
+	in.Close()
+	url, err := ReadClientURL(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("client file %v %v, want mode 600", fi, err)
+	}
+	nc, err := Connect(url, "other process")
+	if err != nil {
+		t.Fatalf("connect with the client URL: %v", err)
+	}
+	nc.Close()
+	bare := strings.Replace(url, url[len("nats://"):strings.Index(url, "@")+1], "", 1)
+	if nc, err := Connect(bare, "no token"); err == nil {
+		nc.Close()
+		t.Fatalf("connected to %s without the token", bare)
+	} else if strings.Contains(err.Error(), url[len("nats://"):strings.Index(url, "@")]) {
+		t.Fatalf("the error shows the token: %v", err)
+	}
+	if _, err := Connect(strings.Replace(url, "@", "x@", 1), "wrong token"); err == nil || strings.Contains(err.Error(), url[len("nats://"):strings.Index(url, "@")]) {
+		t.Fatalf("a wrong token: %v", err)
+	}
+	e.Shutdown()
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("client file left after shutdown: %v", err)
+	}
 }

@@ -398,3 +398,18 @@ func TestDLQRetryIsVerbatim(t *testing.T) {
 		t.Fatalf("the refused dead letter is gone from the DLQ: %v", err)
 	}
 }
+
+// Beside a running regressd, dlq with only its --data-dir reaches that
+// server's bus (the URL it left in the store) instead of opening a second
+// server on the same files.
+func TestStoreCommandsReachARunningServer(t *testing.T) {
+	e := startEnv(t)
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &out}
+	if err := m.Run(context.Background(), []string{"dlq", "list", "--data-dir", e.dataDir, "--log-level", "error"}); err != nil {
+		t.Fatalf("dlq list beside the server: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "the dead-letter queue is empty") {
+		t.Fatalf("dlq list: %s", out.String())
+	}
+}

@@ -164,11 +164,19 @@ func (c *commonFlags) openBus(ctx context.Context, s *stack, name string) error 
 		if err := c.checkDataDir(); err != nil {
 			return err
 		}
-		s.embedded, err = bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: filepath.Join(c.dataDir, "nats"), Listen: c.natsListen})
-		if err != nil {
-			return err
+		store := filepath.Join(c.dataDir, "nats")
+		clientFile := filepath.Join(store, "client.url")
+		s.embedded, err = bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: store, Listen: c.natsListen, ClientFile: clientFile})
+		if errors.Is(err, bus.ErrStoreInUse) {
+			// A running regressd holds the store: use its bus.
+			url, rerr := bus.ReadClientURL(clientFile)
+			if rerr != nil {
+				return err
+			}
+			s.nc, err = bus.Connect(url, name)
+		} else if err == nil {
+			s.nc, err = s.embedded.Connect(name)
 		}
-		s.nc, err = s.embedded.Connect(name)
 	} else {
 		s.nc, err = bus.Connect(c.natsURL, name)
 	}
