@@ -76,6 +76,21 @@ func (db *DB) ExistingTimes(ctx context.Context, s Series, start, end time.Time)
 	return out, nil
 }
 
+// Refused reports whether err is the output table refusing what was written
+// to it: a data exception (a value too long for a column, say) or an
+// integrity constraint of its own (a check, a unique index that rows
+// already in it break). Writing the same predictions again cannot succeed.
+// A foreign key violation is not one: the ledger's task rows are the only
+// foreign keys regressd writes to.
+func Refused(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
+		return false
+	}
+	class := pgErr.Code[:2]
+	return class == "22" || class == "23" && pgErr.Code != "23503"
+}
+
 // SQLSTATEs of a missing table or column.
 const (
 	undefinedTable  = "42P01"

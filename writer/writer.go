@@ -281,14 +281,19 @@ func (w *Writer) applyGroup(ctx context.Context, group []*pending) []outcome {
 }
 
 // apply commits one result: predictions and ledger in one transaction.
-// Predictions for an output table that cannot hold them (made by someone
-// else since the producer checked it) are recorded as a failed batch: no
-// retry would help, and the task must end rather than wait.
+// Predictions an output table cannot hold (made by someone else, with a
+// shape the producer's check cannot see: a column too short, a check, rows
+// breaking the identity index) are recorded as a failed batch answering
+// 409: no retry would help, and the task must end rather than wait.
 func (w *Writer) apply(ctx context.Context, r result) outcome {
 	statuses, err := w.commit(ctx, []result{r})
-	if errors.Is(err, tsdb.ErrIncompatible) && r.status == schemas.BatchOK {
+	if (errors.Is(err, tsdb.ErrIncompatible) || tsdb.Refused(err)) && r.status == schemas.BatchOK {
 		w.log.Error("batch not written", "task_id", r.meta.TaskID, "batch", r.batch, "err", err)
-		r.status, r.msg, r.points, r.code = schemas.BatchFailed, err.Error(), nil, http.StatusConflict
+		msg := err.Error()
+		if !errors.Is(err, tsdb.ErrIncompatible) {
+			msg = fmt.Sprintf("%s refused the predictions: %v", tsdb.RegressedName(r.meta.Measurement), err)
+		}
+		r.status, r.msg, r.points, r.code = schemas.BatchFailed, msg, nil, http.StatusConflict
 		statuses, err = w.commit(ctx, []result{r})
 	}
 	var pgErr *pgconn.PgError

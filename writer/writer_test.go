@@ -45,7 +45,8 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 	ctx := context.Background()
 	w, pool := newTestWriter(t)
 	// bad_regressed exists with a check no prediction passes: its shape is
-	// fine (tsdb.CheckRegressed lets it through), its COPY fails.
+	// fine (tsdb.CheckRegressed lets it through), its COPY fails, and with it
+	// the group's transaction.
 	if _, err := pool.Exec(ctx, `CREATE TABLE bad_regressed ("time" timestamptz NOT NULL, value double precision NOT NULL CHECK (value < -1e300),
 		model text NOT NULL, source text NOT NULL, target text NOT NULL)`); err != nil {
 		t.Fatal(err)
@@ -59,10 +60,17 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 	}
 	out := w.applyGroup(ctx, group)
 	for i, p := range group {
-		bad := p.r.meta.TaskID == "t_bad"
-		if (out[i].err != nil) != bad {
+		if out[i].err != nil {
 			t.Errorf("%s batch %d: err %v", p.r.meta.TaskID, p.r.batch, out[i].err)
 		}
+		// The table refuses t_bad's values for good: its batch fails (409)
+		// rather than waits on retries that cannot succeed.
+		if p.r.meta.TaskID == "t_bad" && out[i].status != schemas.TaskFailed {
+			t.Errorf("t_bad: status %q, want failed", out[i].status)
+		}
+	}
+	if sum, ok, err := Summary(ctx, pool, "t_bad"); err != nil || !ok || sum.Code != 409 || !strings.Contains(sum.Message, "refused the predictions") {
+		t.Errorf("t_bad summary %+v (%v %v)", sum, ok, err)
 	}
 	var rows, done int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM good_regressed`).Scan(&rows); err != nil || rows != 9 {

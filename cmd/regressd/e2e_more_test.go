@@ -335,6 +335,18 @@ func TestIncompatibleOutputTableIsRefused(t *testing.T) {
 	if r := result(t, out); st != http.StatusOK || num(r["written"]) != 15 {
 		t.Fatalf("after the table is dropped: HTTP %d %v", st, out)
 	}
+
+	// A shape the check cannot see: the model column too short for the
+	// slug. The writer's COPY is refused; the run fails with 409 at once.
+	e.makeTable(seriesSpec{table: "short", start: t0, rows: 60, gapEach: 4})
+	e.createTrigger("short", "request:short", args("short", ""))
+	if _, err := e.pool.Exec(context.Background(), `CREATE TABLE short_regressed ("time" timestamptz, value double precision, model varchar(3), source text, target text)`); err != nil {
+		t.Fatal(err)
+	}
+	st, out = e.engine("short", window(t0, t0.Add(60*time.Hour)))
+	if msg, _ := out["message"].(string); st != http.StatusConflict || !strings.Contains(msg, "short_regressed refused the predictions") {
+		t.Fatalf("HTTP %d %v, want 409 saying the table refused the predictions", st, out)
+	}
 }
 
 // Runs over overlapping windows at once (webhooks retried with a moving
