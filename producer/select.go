@@ -80,15 +80,20 @@ func (w window) series(names []string) (map[string]string, error) {
 		}
 		shown := order[:min(3, len(order))]
 		return nil, fmt.Errorf("the window holds %d series (%s%s); a run fits one series: set tags to select one, e.g. tags=%s",
-			len(order), strings.Join(shown, "; "), map[bool]string{true: "; …", false: ""}[len(order) > 3], exampleTags(order[0]))
+			len(order), strings.Join(shown, "; "), map[bool]string{true: "; …", false: ""}[len(order) > 3], schemas.FormatTags(w.tagsOf(0, names)))
 	}
+	return w.tagsOf(0, names), nil
+}
+
+// tagsOf is row i's tags, its NULL tags left out.
+func (w window) tagsOf(i int, names []string) map[string]string {
 	out := map[string]string{}
 	for j, t := range w.tags {
-		if !t.IsNull(0) {
-			out[names[j]] = t.Value(0)
+		if !t.IsNull(i) {
+			out[names[j]] = t.Value(i)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // oneSeries reports whether every row has the first row's tags.
@@ -102,14 +107,6 @@ func (w window) oneSeries() bool {
 		}
 	}
 	return true
-}
-
-func exampleTags(key string) string {
-	parts := strings.Split(key, ",")
-	for i, p := range parts {
-		parts[i] = strings.Replace(p, "=", ":", 1)
-	}
-	return strings.Join(parts, " ")
 }
 
 // split returns example rows (target and every feature present) and query

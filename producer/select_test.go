@@ -75,6 +75,11 @@ func TestSeries(t *testing.T) {
 	if strings.Contains(err.Error(), "host=d") {
 		t.Errorf("error names more than three series: %q", err)
 	}
+	// The suggestion can be pasted back as it is, spaces and all.
+	spaced := buildWindow(t, []string{"New York", "Boston"}, []float64{1, 2}, []float64{1, 2}, []float64{1, 2})
+	if _, err := spaced.series([]string{"host"}); err == nil || !strings.Contains(err.Error(), "tags=host:New%20York") {
+		t.Errorf("suggestion for a value with a space: %v", err)
+	}
 }
 
 func TestQueryRecordsPlanAndContext(t *testing.T) {

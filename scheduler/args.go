@@ -271,23 +271,6 @@ func unescapeTag(s string) string {
 	return b.String()
 }
 
-// tagEscaper percent-escapes what the "k:v k2:v2" form cannot hold.
-var tagEscaper = strings.NewReplacer("%", "%25", " ", "%20", "\t", "%09", "\n", "%0A", "\r", "%0D", ":", "%3A", ",", "%2C")
-
-// FormatTags writes tags back as "k:v k2:v2", keys sorted, escaped so that
-// ParseTags reads back the same map.
-func FormatTags(tags map[string]string) string {
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = tagEscaper.Replace(k) + ":" + tagEscaper.Replace(tags[k])
-	}
-	return strings.Join(parts, " ")
-}
 
 func parseBool(s string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {

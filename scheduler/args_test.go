@@ -232,9 +232,9 @@ func TestParseSpec(t *testing.T) {
 // the string form reads them percent-escaped.
 func TestTagsWithSpacesAndEscapes(t *testing.T) {
 	want := map[string]string{"city": "New York", "odd key": "50% off, a:b", "plain": "x"}
-	got, err := ParseTags(FormatTags(want))
+	got, err := ParseTags(schemas.FormatTags(want))
 	if err != nil || len(got) != len(want) {
-		t.Fatalf("round trip of %q: %v %v", FormatTags(want), got, err)
+		t.Fatalf("round trip of %q: %v %v", schemas.FormatTags(want), got, err)
 	}
 	for k, v := range want {
 		if got[k] != v {

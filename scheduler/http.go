@@ -327,7 +327,7 @@ func bodyString(k string, v json.RawMessage) (string, error) {
 	case "tags":
 		var m map[string]string
 		if err := json.Unmarshal(v, &m); err == nil {
-			return FormatTags(m), nil // escaped: any value reads back as sent
+			return schemas.FormatTags(m), nil // escaped: any value reads back as sent
 		}
 		return "", errors.New(`tags must be "k:v k2:v2" or an object of strings`)
 	}
