@@ -41,7 +41,7 @@ func TestHelpExitsZeroOnStdout(t *testing.T) {
 			}
 		}
 	}
-	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}} {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}, {"help", "-h"}} {
 		if code, out, _ := runCLI(t, args...); code != 0 || !strings.Contains(out, "Commands:") {
 			t.Errorf("%q: exit %d, stdout %q", args, code, out)
 		}
@@ -59,6 +59,7 @@ func TestWrongCommandLineExitsTwo(t *testing.T) {
 		{[]string{"keys"}, "regressd keys create NAME"},
 		{[]string{"worker", "--no-such-flag"}, "flag provided but not defined"},
 		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
+		{[]string{"trigger", "bogus"}, `unknown trigger action "bogus"`},
 	} {
 		code, out, errOut := runCLI(t, tc.args...)
 		if code != 2 {

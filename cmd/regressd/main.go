@@ -71,7 +71,7 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		if len(args) == 1 {
+		if len(args) == 1 || len(args) == 2 && (args[1] == "-h" || args[1] == "--help" || args[1] == "-help") {
 			m.usage(m.Stdout, cmds)
 			return nil
 		}

@@ -65,7 +65,7 @@ func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 	}
 	need := func(n int) error {
 		if len(rest) != n {
-			return fmt.Errorf("trigger %s takes %d name argument(s), got %d; run 'regressd trigger -h'", action, n, len(rest))
+			return usageErrorf("trigger %s takes %d name argument(s), got %d; run 'regressd trigger -h'", action, n, len(rest))
 		}
 		return nil
 	}
@@ -134,7 +134,7 @@ func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.m.Stdout, "%sd trigger %s\n", action, rest[0])
 		return nil
 	}
-	return fmt.Errorf("unknown trigger action %q (create, list, show, delete, enable, disable)", action)
+	return usageErrorf("unknown trigger action %q (create, list, show, delete, enable, disable)", action)
 }
 
 func printTrigger(w io.Writer, t scheduler.Trigger) error {
