@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -66,13 +65,42 @@ type EmbeddedConfig struct {
 }
 
 // ReadClientURL reads the URL a running embedded server left in file (see
-// EmbeddedConfig.ClientFile).
-func ReadClientURL(file string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", err
+// EmbeddedConfig.ClientFile). A server still starting has not written it
+// yet: it waits up to wait for the file.
+func ReadClientURL(file string, wait time.Duration) (string, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		b, err := os.ReadFile(file)
+		if url := strings.TrimSpace(string(b)); err == nil && url != "" {
+			return url, nil
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("embedded nats: no server URL in %s: %w", file, ErrStoreInUse)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return strings.TrimSpace(string(b)), nil
+}
+
+// writeFileAtomic writes data to a temporary file beside name and renames
+// it there, so a reader sees the whole file or none.
+func writeFileAtomic(name string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), name)
 }
 
 // StartEmbedded starts a JetStream server in-process and waits until it is ready.
@@ -82,10 +110,6 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 	}
 	if err := os.MkdirAll(cfg.StoreDir, 0o750); err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)
-	}
-	lock, err := lockStore(cfg.StoreDir)
-	if err != nil {
-		return nil, err
 	}
 	opts := &server.Options{
 		ServerName: cfg.Name,
@@ -121,6 +145,13 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		}
 		opts.Host, opts.Port = host, p
 	}
+	lock, err := lockStore(cfg.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ClientFile != "" {
+		os.Remove(cfg.ClientFile) // a crashed server's, until ours is ready
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		lock.Close()
@@ -138,7 +169,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		if token != "" {
 			url = strings.Replace(url, "nats://", "nats://"+token+"@", 1)
 		}
-		if err := os.WriteFile(cfg.ClientFile, []byte(url+"\n"), 0o600); err != nil {
+		if err := writeFileAtomic(cfg.ClientFile, []byte(url+"\n"), 0o600); err != nil {
 			e.Shutdown()
 			return nil, fmt.Errorf("embedded nats: %w", err)
 		}
@@ -182,19 +213,26 @@ func (e *Embedded) Shutdown() {
 func Connect(url, name string) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, clientOptions(name)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats at %s: %w (is the server running? check --nats-url)", redact(url), err)
+		return nil, fmt.Errorf("connect to nats at %s: %w (is the server running? check --nats-url)", Redact(url), err)
 	}
 	return nc, nil
 }
 
-// redact drops the credentials of each of the comma-separated NATS URLs.
-func redact(urls string) string {
+// Redact drops the credentials of each of the comma-separated NATS URLs:
+// whatever stands before the last '@', parsed or not.
+func Redact(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
-		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			u.User = neturl.User("REDACTED")
-			parts[i] = u.String()
+		p = strings.TrimSpace(p)
+		start := 0
+		if k := strings.Index(p, "://"); k >= 0 {
+			start = k + 3
 		}
+		// A NATS URL has no path, so any '@' closes its credentials.
+		if at := strings.LastIndex(p, "@"); at >= start {
+			p = p[:start] + "REDACTED" + p[at:]
+		}
+		parts[i] = p
 	}
 	return strings.Join(parts, ",")
 }

@@ -13,7 +13,10 @@ import (
 // the store is free again once the first shuts down.
 func TestEmbeddedStoreIsExclusive(t *testing.T) {
 	dir := t.TempDir()
-	first, err := StartEmbedded(EmbeddedConfig{StoreDir: dir})
+	if _, err := StartEmbedded(EmbeddedConfig{StoreDir: dir, Listen: "no port"}); err == nil {
+		t.Fatal("a bad listen address was accepted")
+	}
+	first, err := StartEmbedded(EmbeddedConfig{StoreDir: dir}) // the failed start left no lock
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +48,7 @@ func TestEmbeddedClientFile(t *testing.T) {
 		t.Fatalf("in-process client: %v", err)
 	}
 	in.Close()
-	url, err := ReadClientURL(file)
+	url, err := ReadClientURL(file, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,5 +73,19 @@ func TestEmbeddedClientFile(t *testing.T) {
 	e.Shutdown()
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Fatalf("client file left after shutdown: %v", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://tok@127.0.0.1:4222":           "nats://REDACTED@127.0.0.1:4222",
+		"nats://u:p%zz@h:1, nats://u:a/b@h:1": "nats://REDACTED@h:1,nats://REDACTED@h:1",
+		"tok@127.0.0.1:4222":                  "REDACTED@127.0.0.1:4222",
+		"nats://u:p#x@h:1":                    "nats://REDACTED@h:1",
+		"nats://127.0.0.1:4222":               "nats://127.0.0.1:4222",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/nats-io/nats.go"
 
+	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
 )
@@ -411,5 +413,19 @@ func TestStoreCommandsReachARunningServer(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "the dead-letter queue is empty") {
 		t.Fatalf("dlq list: %s", out.String())
+	}
+}
+
+// A second role process on a data dir in use is refused, not attached to
+// the first one's bus (it would lose it when the first stops).
+func TestSecondRunOnAStoreInUseIsRefused(t *testing.T) {
+	e := startEnv(t)
+	var out bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &out}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := m.Run(ctx, []string{"worker", "--data-dir", e.dataDir, "--database-url", e.dbURL, "--log-level", "error"})
+	if !errors.Is(err, bus.ErrStoreInUse) {
+		t.Fatalf("a worker on the running server's data dir: %v, want ErrStoreInUse\n%s", err, out.String())
 	}
 }

@@ -167,9 +167,11 @@ func (c *commonFlags) openBus(ctx context.Context, s *stack, name string) error 
 		store := filepath.Join(c.dataDir, "nats")
 		clientFile := filepath.Join(store, "client.url")
 		s.embedded, err = bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: store, Listen: c.natsListen, ClientFile: clientFile})
-		if errors.Is(err, bus.ErrStoreInUse) {
-			// A running regressd holds the store: use its bus.
-			url, rerr := bus.ReadClientURL(clientFile)
+		if errors.Is(err, bus.ErrStoreInUse) && c.existing {
+			// A running regressd holds the store: a command that only uses
+			// it (dlq, replay) uses that server's bus. A role is refused: it
+			// would lose its bus when the other process stops.
+			url, rerr := bus.ReadClientURL(clientFile, 10*time.Second)
 			if rerr != nil {
 				return err
 			}
@@ -190,7 +192,7 @@ func (c *commonFlags) openBus(ctx context.Context, s *stack, name string) error 
 	defer cancel()
 	if err := bus.Ensure(ectx, s.js, bus.Config{Replicas: c.replicas}); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
-			return fmt.Errorf("%w (is JetStream enabled on %s? start nats-server with -js)", err, c.natsURL)
+			return fmt.Errorf("%w (is JetStream enabled on %s? start nats-server with -js)", err, bus.Redact(c.natsURL))
 		}
 		return err
 	}
