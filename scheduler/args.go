@@ -271,7 +271,6 @@ func unescapeTag(s string) string {
 	return b.String()
 }
 
-
 func parseBool(s string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "true", "1", "yes", "on":

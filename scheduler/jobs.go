@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +22,11 @@ type TaskLookup func(ctx context.Context, taskID string) (sum schemas.TaskSummar
 // staleRun is how long a run may go without news (its summary's Updated)
 // before asking for its window again runs it again rather than waits on it.
 const staleRun = time.Hour
+
+// maxReruns bounds the runs of one window Publish follows, one lookup each;
+// past it the next id is published whatever ran under it (a window asked
+// for that often is better replayed).
+const maxReruns = 64
 
 // Publisher publishes jobs and reads task summaries. Summaries live in the
 // task bucket for its TTL (the live view); older ones come from the lookup,
@@ -80,24 +84,22 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 	// within the duplicate window after it ended, the same window asked for
 	// again is that run (a retried webhook, two schedulers). Once it ended
 	// longer ago, it is a new run (new gaps to fill, a partial run to
-	// finish) with an id of its own, named after the duplicate window it
-	// starts in, so that callers asking at once still publish one job.
-	rerun := schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End,
-		runID+"|rerun:"+strconv.FormatInt(time.Now().UnixNano()/int64(max(p.dupWindow, time.Second)), 10), job.DryRun)
-	for _, id := range []string{msgID, rerun} {
-		sum, ok, err := p.run(ctx, schemas.TaskID(id))
+	// finish) whose id is derived from the ended run's, so callers asking at
+	// once still publish one job: the chain of a window's runs is followed
+	// to its last.
+	for range maxReruns {
+		sum, ok, err := p.run(ctx, schemas.TaskID(msgID))
 		if err != nil {
-			p.log.Warn("could not tell whether the window already ran; publishing it as asked", "task_id", schemas.TaskID(id), "err", err)
+			p.log.Warn("could not tell whether the window already ran; publishing it as asked", "task_id", schemas.TaskID(msgID), "err", err)
 			break
 		}
 		if !ok {
-			msgID = id
-			break
+			break // never ran: this is the run to publish
 		}
 		if !sum.Done() && time.Since(sum.Updated) < staleRun || sum.Done() && time.Since(sum.Updated) < p.dupWindow {
 			return sum.TaskID, true, nil
 		}
-		msgID = rerun // ended long ago, or running with no news for staleRun: run again
+		msgID = schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID+"|after:"+sum.TaskID, job.DryRun)
 	}
 	job.Schema = schemas.Version
 	job.TaskID = schemas.TaskID(msgID)

@@ -13,7 +13,7 @@ import (
 // The same window asked for again: while its run is under way, or within
 // the duplicate window after it ended, it is that run; once the run ended
 // longer ago, it is a new run with its own task id (new gaps get filled),
-// and asked for again, that new run answers.
+// and asked for again, that new run answers, then the next.
 func TestRepeatedWindowIsANewRunOnceTheLastEnded(t *testing.T) {
 	srv := bustest.New(t)
 	ctx := context.Background()
@@ -59,12 +59,21 @@ func TestRepeatedWindowIsANewRunOnceTheLastEnded(t *testing.T) {
 	if again, dup := publish(); !dup || again != second {
 		t.Fatalf("the new run asked for twice: %s (dup %v), want %s once", again, dup, second)
 	}
+	// The new run under way is the window's run, however long it takes;
+	// once it ended, a third run follows it.
+	if again, dup := publish(); !dup || again != second {
+		t.Fatalf("the second run under way: %s (dup %v), want %s", again, dup, second)
+	}
+	end(second, time.Hour)
+	if third, dup := publish(); dup || third == first || third == second {
+		t.Fatalf("a third run: %s (dup %v) after %s and %s", third, dup, first, second)
+	}
 	info, err := srv.JS.Stream(ctx, schemas.StreamJobs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := info.CachedInfo().State.Msgs; n != 2 {
-		t.Fatalf("%d jobs published, want 2 (one per run)", n)
+	if n := info.CachedInfo().State.Msgs; n != 3 {
+		t.Fatalf("%d jobs published, want 3 (one per run)", n)
 	}
 }
 
