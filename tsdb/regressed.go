@@ -76,19 +76,20 @@ func (db *DB) ExistingTimes(ctx context.Context, s Series, start, end time.Time)
 	return out, nil
 }
 
-// Refused reports whether err is the output table refusing what was written
-// to it: a data exception (a value too long for a column, say) or an
-// integrity constraint of its own (a check, a unique index that rows
-// already in it break). Writing the same predictions again cannot succeed.
-// A foreign key violation is not one: the ledger's task rows are the only
-// foreign keys regressd writes to.
-func Refused(err error) bool {
+// ErrRefused marks a write the output table refused for good: a data
+// exception (a value too long for a column, say) or one of its integrity
+// constraints (a check, a foreign key, a unique index that rows already in
+// it break). Writing the same predictions again cannot succeed.
+var ErrRefused = errors.New("the output table refused the predictions")
+
+// refusal wraps err with ErrRefused when it is one. Only errors of the
+// output table's own statements pass through it.
+func refusal(err error) error {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || len(pgErr.Code) != 5 {
-		return false
+	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 && (pgErr.Code[:2] == "22" || pgErr.Code[:2] == "23") {
+		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
-	class := pgErr.Code[:2]
-	return class == "22" || class == "23" && pgErr.Code != "23503"
+	return err
 }
 
 // SQLSTATEs of a missing table or column.
@@ -229,7 +230,7 @@ func EnsureRegressed(ctx context.Context, tx pgx.Tx, s Series) error {
 	idx := identityIndex(s)
 	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s %s",
 		pgx.Identifier{idx}.Sanitize(), tbl, conflictTarget(s))); err != nil {
-		return fmt.Errorf("index %s: %w", RegressedName(s.Measurement), err)
+		return refusal(fmt.Errorf("index %s: %w", RegressedName(s.Measurement), err))
 	}
 	// Older identity indexes cover fewer tags and would merge distinct series.
 	rows, err := tx.Query(ctx, `SELECT indexname FROM pg_indexes WHERE tablename = $1 AND indexname LIKE 'regressd_ident_%' AND indexname <> $2 AND schemaname = current_schema()`, RegressedName(s.Measurement), idx)
@@ -306,7 +307,7 @@ func WriteGroup(ctx context.Context, tx pgx.Tx, ws []Write) ([]int64, error) {
 		copyErr := copyNew(ctx, tx, ws, same)
 		var pgErr *pgconn.PgError
 		if copyErr != nil && (!errors.As(copyErr, &pgErr) || pgErr.Code != uniqueViolation) {
-			return nil, copyErr
+			return nil, refusal(copyErr)
 		}
 		for _, j := range same {
 			if copyErr == nil || len(ws[j].Points) == 0 {
@@ -315,7 +316,7 @@ func WriteGroup(ctx context.Context, tx pgx.Tx, ws []Write) ([]int64, error) {
 			}
 			n, err := upsert(ctx, tx, ws[j].Series, ws[j].Points, ws[j].KeepExisting)
 			if err != nil {
-				return nil, err
+				return nil, refusal(err)
 			}
 			out[j] = n
 		}

@@ -287,11 +287,11 @@ func (w *Writer) applyGroup(ctx context.Context, group []*pending) []outcome {
 // 409: no retry would help, and the task must end rather than wait.
 func (w *Writer) apply(ctx context.Context, r result) outcome {
 	statuses, err := w.commit(ctx, []result{r})
-	if (errors.Is(err, tsdb.ErrIncompatible) || tsdb.Refused(err)) && r.status == schemas.BatchOK {
+	if (errors.Is(err, tsdb.ErrIncompatible) || errors.Is(err, tsdb.ErrRefused)) && r.status == schemas.BatchOK {
 		w.log.Error("batch not written", "task_id", r.meta.TaskID, "batch", r.batch, "err", err)
 		msg := err.Error()
-		if !errors.Is(err, tsdb.ErrIncompatible) {
-			msg = fmt.Sprintf("%s refused the predictions: %v", tsdb.RegressedName(r.meta.Measurement), err)
+		if errors.Is(err, tsdb.ErrRefused) {
+			msg = fmt.Sprintf("%s: %v", tsdb.RegressedName(r.meta.Measurement), err)
 		}
 		r.status, r.msg, r.points, r.code = schemas.BatchFailed, msg, nil, http.StatusConflict
 		statuses, err = w.commit(ctx, []result{r})

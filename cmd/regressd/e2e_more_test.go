@@ -344,7 +344,7 @@ func TestIncompatibleOutputTableIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, out = e.engine("short", window(t0, t0.Add(60*time.Hour)))
-	if msg, _ := out["message"].(string); st != http.StatusConflict || !strings.Contains(msg, "short_regressed refused the predictions") {
+	if msg, _ := out["message"].(string); st != http.StatusConflict || !strings.Contains(msg, "short_regressed: the output table refused the predictions") {
 		t.Fatalf("HTTP %d %v, want 409 saying the table refused the predictions", st, out)
 	}
 }
