@@ -313,11 +313,7 @@ func (c *Cluster) initdb(ctx context.Context, trust bool) error {
 		// the server user can reach it, until the passfile is written:
 		// a start after a crash in between finds it there (recoverPassword).
 		pending := c.pendingPassword()
-		err := os.WriteFile(pending, []byte(password+"\n"), 0o600)
-		if err == nil && c.cred != nil {
-			err = c.chown(pending)
-		}
-		if err != nil {
+		if err := c.writePending(pending, password); err != nil {
 			os.Remove(pending)
 			return fmt.Errorf("private postgres: password file: %w", err)
 		}
@@ -335,6 +331,25 @@ func (c *Cluster) initdb(ctx context.Context, trust bool) error {
 		return err
 	}
 	return os.Remove(c.pendingPassword())
+}
+
+// writePending creates the pending password file afresh, never through a
+// link the server user (who owns the folder when the cluster lives under
+// /var/lib/regressd) may have planted, and gives it to that user.
+func (c *Cluster) writePending(name, password string) error {
+	os.Remove(name)
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(password + "\n")
+	if err == nil && c.cred != nil {
+		err = f.Chown(int(c.cred.Uid), int(c.cred.Gid))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // pendingPassword is where a new cluster's password waits while initdb runs.
