@@ -35,7 +35,7 @@ DIR/baselines.json when present. DIR/manifest.json names each file's
 features and target; without it the last column is the target and every
 other column except "time" a feature. Empty, NA and NaN cells are missing;
 a feature column of text is one-hot encoded (at most 64 distinct values),
-and a text cell in a mostly numeric column is missing (said on stderr).
+and a text cell among at least 95% numbers is missing (said on stderr).
 Progress goes to stderr.
 
 Flags:

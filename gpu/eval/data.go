@@ -220,8 +220,9 @@ type column struct {
 	stray  int      // a numeric column's cells that were not numbers (missing)
 }
 
-// newColumn reads column c of rows: numeric if most present cells parse
-// (the others are then missing, and counted in stray), text otherwise.
+// newColumn reads column c of rows: numeric if at least 95% of its present
+// cells parse (the others are then missing, counted in stray), text
+// otherwise.
 func newColumn(name string, c int, rows [][]string) (column, error) {
 	fc := column{name: name, index: c}
 	seen := map[string]bool{}
@@ -236,7 +237,9 @@ func newColumn(name string, c int, rows [][]string) (column, error) {
 			seen[v] = true
 		}
 	}
-	if numbers >= texts {
+	// A few stray cells (a typo, "n/a") in a column of numbers are missing;
+	// more, and the column is a text one (category codes among them).
+	if texts*20 <= numbers+texts {
 		fc.stray = texts
 		return fc, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -128,17 +129,42 @@ func TestTextFeatureOneHot(t *testing.T) {
 // byte order mark before a quoted header is not part of the first name.
 func TestStrayTextAndBOM(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "a.csv", "\ufeff\"x\",\"y\"\n1,2\nseven,4\n3,6\n4,8\n")
-	write(t, dir, "splits/a.csv", "seed0\n1\n0\n1\n0\n")
+	var csv, split strings.Builder
+	csv.WriteString("\ufeff\"x\",\"y\"\n")
+	split.WriteString("seed0\n")
+	for i := range 20 { // one stray cell in twenty: missing, not a category
+		x := strconv.Itoa(i)
+		if i == 1 {
+			x = "seven"
+		}
+		fmt.Fprintf(&csv, "%s,%d\n", x, 2*i)
+		fmt.Fprintf(&split, "%d\n", i%2)
+	}
+	write(t, dir, "a.csv", csv.String())
+	write(t, dir, "splits/a.csv", split.String())
 	ds, err := Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := ds[0]
-	if len(d.Features) != 1 || d.Features[0] != "x" || !math.IsNaN(d.X[1][0]) || d.X[2][0] != 3 {
+	if len(d.Features) != 1 || d.Features[0] != "x" || !math.IsNaN(d.X[1][0]) || d.X[2][0] != 2 {
 		t.Fatalf("features %q rows %v", d.Features, d.X)
 	}
 	if len(d.Notes) != 1 || !strings.Contains(d.Notes[0], "1 cell(s) that are not numbers") {
 		t.Fatalf("notes %q", d.Notes)
+	}
+}
+
+// A column of codes where text is more than a stray cell is a text column.
+func TestMixedCodesAreText(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.csv", "code,x,y\n12,1,2\nA7,2,4\n12,3,6\nB2,4,8\n")
+	write(t, dir, "splits/a.csv", "seed0\n1\n1\n0\n0\n")
+	ds, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(ds[0].Features, "|"); got != "code=12|code=A7|code=B2|x" {
+		t.Fatalf("features %s", got)
 	}
 }
