@@ -132,8 +132,16 @@ func (p *Publisher) run(ctx context.Context, taskID string) (schemas.TaskSummary
 	if p.lookup == nil {
 		return p.Task(ctx, taskID)
 	}
-	if sum, ok, err := p.lookup(ctx, taskID); ok || err != nil {
-		return sum, ok, err
+	return p.recorded(ctx, taskID)
+}
+
+// recorded is a task's summary from the lookup (the ledger), when there is
+// one, else from the tasks this publisher queued.
+func (p *Publisher) recorded(ctx context.Context, taskID string) (schemas.TaskSummary, bool, error) {
+	if p.lookup != nil {
+		if sum, ok, err := p.lookup(ctx, taskID); ok || err != nil {
+			return sum, ok, err
+		}
 	}
 	return p.queued(taskID)
 }
@@ -167,13 +175,7 @@ func (p *Publisher) remember(sum schemas.TaskSummary) {
 func (p *Publisher) Task(ctx context.Context, taskID string) (schemas.TaskSummary, bool, error) {
 	e, err := p.tasks.Get(ctx, taskID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		if p.lookup != nil {
-			sum, ok, err := p.lookup(ctx, taskID)
-			if ok || err != nil {
-				return sum, ok, err
-			}
-		}
-		return p.queued(taskID)
+		return p.recorded(ctx, taskID)
 	}
 	if err != nil {
 		return schemas.TaskSummary{}, false, err
