@@ -228,13 +228,15 @@ func newColumn(name string, c int, rows [][]string) (column, error) {
 	seen := map[string]bool{}
 	numbers, texts := 0, 0
 	for _, rec := range rows {
-		if _, err := cell(rec, c); err != nil {
-			texts++
-		} else if _, ok := textCell(rec, c); ok {
-			numbers++
+		v, ok := textCell(rec, c)
+		if !ok {
+			continue
 		}
-		if v, ok := textCell(rec, c); ok {
-			seen[v] = true
+		seen[v] = true
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			texts++
+		} else {
+			numbers++
 		}
 	}
 	// A few stray cells (a typo, "n/a") in a column of numbers are missing;
