@@ -10,7 +10,7 @@ import (
 // releases whatever device memory the layer took.
 type layerReader func(l int) (s *layerStore, done func(), err error)
 
-// rowView is one layer's keys plus the per-row value and count channel of
+// rowView is one layer's keys plus the per-row value and count (1) of
 // every head, averaged over the groups' copies.
 type rowView struct {
 	s    *layerStore
@@ -29,8 +29,8 @@ func newRowView(s *layerStore) *rowView {
 			for h := range headsPerLayer {
 				var vs, cs float32
 				for g := range s.groups {
-					vs += v[g*headWidth+2*h]
-					cs += v[g*headWidth+2*h+1]
+					vs += v[slot(g, h, 0, s.groups)]
+					cs += v[slot(g, h, 1, s.groups)]
 				}
 				rv.vbar[i*headsPerLayer+h] = vs * inv
 				rv.cbar[i*headsPerLayer+h] = cs * inv
@@ -51,33 +51,43 @@ func (c *contextFit) scores(rv *rowView, qks [][]float32, d2s [][]float32) {
 	c.scoresWith(archKernel, rv, qks, d2s)
 }
 
-// scoresWith is scores on a given kernel. It decodes one anchor block of
-// keys at a time into float32 (small enough to stay in L1) and scores every
-// query of the tile against it. The queries' key slices are flushed once,
-// whole: flushing each block's slice as it is used is a call per block and
-// query, 30 % slower at 4 groups. Each query's sums run in the same order
-// whatever the tile and whatever the kernel, so the bits depend on neither.
+// scoresWith is scores on a given kernel. It decodes one quad of one anchor
+// block of keys at a time into float32 (small enough to stay in L1) and
+// scores every query of the tile against it, writing that quad's four head
+// planes. The queries' key slices are flushed once, whole: flushing each
+// block's slice as it is used is a call per block and query, 30 % slower at
+// 4 groups. Each query's sums run in the same order whatever the tile and
+// whatever the kernel, so the bits depend on neither.
 func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32, d2s [][]float32) {
-	n, g, w := c.n, c.g, c.g*headWidth
+	n, g, qw := c.n, c.g, c.g*quadWidth
 	s := rv.s
 	nb := (n + anchorBlock - 1) / anchorBlock
-	qs := make([]float32, len(qks)*nb*w)
+	w := quads * nb * qw // one query's key slices
+	qs := make([]float32, len(qks)*w)
 	for t, qk := range qks {
-		kern.flush(qs[t*nb*w:(t+1)*nb*w], qk[:nb*w])
+		kern.flush(qs[t*w:(t+1)*w], qk[:w])
 	}
-	k := make([]float32, anchorBlock*w)
+	k := make([]float32, anchorBlock*qw)
+	scale := make([]float32, anchorBlock*g)
 	for lo := 0; lo < n; lo += anchorBlock {
 		hi := min(lo+anchorBlock, n)
-		kb := k[:(hi-lo)*w]
 		if s.dtype == CacheDTypeInt8 {
-			kern.dequant(kb, s.kq[lo*w:hi*w], s.ks[lo*g:hi*g])
-		} else {
-			kern.widen(kb, s.kb[lo*w:hi*w])
+			for j, code := range s.ks[lo*g : hi*g] {
+				scale[j] = int8Scale[code]
+			}
 		}
-		off := (lo / anchorBlock) * w
-		for t := range qks {
-			q := qs[t*nb*w+off:]
-			kern.score(kb, q[:w], d2s[t], n, lo)
+		for qd := range quads {
+			kb, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
+			if s.dtype == CacheDTypeInt8 {
+				kern.dequant(kb, s.kq[at:at+len(kb)], scale[:(hi-lo)*g])
+			} else {
+				kern.widen(kb, s.kb[at:at+len(kb)])
+			}
+			off := qd*nb*qw + (lo/anchorBlock)*qw
+			for t := range qks {
+				q := qs[t*w+off:]
+				kern.score(kb, q[:qw], d2s[t][qd*quadHeads*n:], n, lo)
+			}
 		}
 	}
 }
@@ -106,8 +116,8 @@ type attendKernel struct {
 	flush func(dst, src []float32)
 	// widen writes flushTiny of the float32 value of every bf16 in src to dst.
 	widen func(dst []float32, src []uint16)
-	// dequant writes flushTiny of int8 keys times their headWidth group's
-	// scale to dst.
+	// dequant writes flushTiny of int8 keys times their group's scale to
+	// dst, quadWidth keys per scale.
 	dequant func(dst []float32, q []int8, scale []float32)
 	// score writes, for rows i0, i0+1, … with float32 keys k (row-major,
 	// len(q) each), d2[h*n+i]: head h's squared distance from the query's
@@ -134,15 +144,15 @@ func widenBF16Go(dst []float32, src []uint16) {
 
 // dequantInt8Go is getK's arithmetic over a run of groups.
 func dequantInt8Go(dst []float32, q []int8, scale []float32) {
-	dst, q = dst[:len(scale)*headWidth], q[:len(scale)*headWidth]
+	dst, q = dst[:len(scale)*quadWidth], q[:len(scale)*quadWidth]
 	for g, sc := range scale {
-		for e := range headWidth {
-			dst[g*headWidth+e] = flushTiny(float32(q[g*headWidth+e]) * sc)
+		for e := range quadWidth {
+			dst[g*quadWidth+e] = flushTiny(float32(q[g*quadWidth+e]) * sc)
 		}
 	}
 }
 
-// scoreRowsGo sums each of the headWidth coordinates' squared differences
+// scoreRowsGo sums each of a quad's quadWidth coordinates' squared differences
 // over the groups in its own accumulator (one vector lane in the SIMD
 // kernels), then adds each head's pair. The float32 conversions keep the
 // compiler from fusing a multiply into the add, which the SIMD kernels do
@@ -152,8 +162,8 @@ func scoreRowsGo(k, q, d2 []float32, n, i0 int) {
 	for r := range len(k) / w {
 		kr := k[r*w : (r+1)*w]
 		var a0, a1, a2, a3, a4, a5, a6, a7 float32
-		for g := 0; g < w; g += headWidth {
-			kg, qg := kr[g:g+headWidth:g+headWidth], q[g:g+headWidth:g+headWidth]
+		for g := 0; g < w; g += quadWidth {
+			kg, qg := kr[g:g+quadWidth:g+quadWidth], q[g:g+quadWidth:g+quadWidth]
 			x0, x1, x2, x3 := qg[0]-kg[0], qg[1]-kg[1], qg[2]-kg[2], qg[3]-kg[3]
 			x4, x5, x6, x7 := qg[4]-kg[4], qg[5]-kg[5], qg[6]-kg[6], qg[7]-kg[7]
 			a0 += float32(x0 * x0)
@@ -283,8 +293,7 @@ func (c *contextFit) forward(zq []float64, nq int, read layerReader, scratch []f
 	for q := range nq {
 		out[q] = c.trendW * c.tr.eval(zq[q*f:(q+1)*f], buf)
 	}
-	nb := len(c.anchors) / f
-	w := c.g * headWidth
+	w := len(c.anchors) / f * c.g * headWidth // a query's key slices
 	for l := range c.layers {
 		s, done, err := read(l)
 		if err != nil {
@@ -296,7 +305,7 @@ func (c *contextFit) forward(zq []float64, nq int, read layerReader, scratch []f
 			d2s := make([][]float32, hi-lo)
 			for t := range qks {
 				q := lo + t
-				qks[t] = make([]float32, nb*w)
+				qks[t] = make([]float32, w)
 				c.queryKeys(l, zq[q*f:(q+1)*f], qks[t])
 				d2s[t] = scratch[q*n*headsPerLayer : (q+1)*n*headsPerLayer]
 			}

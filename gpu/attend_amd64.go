@@ -39,7 +39,8 @@ func flushAsm(dst, src *float32, n int)
 //go:noescape
 func widenBF16Asm(dst *float32, src *uint16, n int)
 
-// dequantInt8Asm dequantises groups groups of headWidth int8 keys.
+// dequantInt8Asm dequantises groups runs of quadWidth int8 keys, one scale
+// per run.
 //
 //go:noescape
 func dequantInt8Asm(dst *float32, q *int8, scale *float32, groups int)
@@ -52,7 +53,7 @@ func dequantInt8Asm(dst *float32, q *int8, scale *float32, groups int)
 func scoreRows4Asm(k, q, d2 *float32, rows, groups, n int)
 
 func flushAVX2(dst, src []float32) {
-	m := len(src) &^ (headWidth - 1)
+	m := len(src) &^ (quadWidth - 1)
 	if m > 0 {
 		_ = dst[m-1]
 		flushAsm(&dst[0], &src[0], m)
@@ -61,7 +62,7 @@ func flushAVX2(dst, src []float32) {
 }
 
 func widenBF16AVX2(dst []float32, src []uint16) {
-	m := len(src) &^ (headWidth - 1)
+	m := len(src) &^ (quadWidth - 1)
 	if m > 0 {
 		_ = dst[m-1]
 		widenBF16Asm(&dst[0], &src[0], m)
@@ -73,7 +74,7 @@ func dequantInt8AVX2(dst []float32, q []int8, scale []float32) {
 	if len(scale) == 0 {
 		return
 	}
-	m := len(scale) * headWidth
+	m := len(scale) * quadWidth
 	_, _ = dst[m-1], q[m-1]
 	dequantInt8Asm(&dst[0], &q[0], &scale[0], len(scale))
 }
@@ -85,11 +86,11 @@ func scoreRowsAVX2(k, q, d2 []float32, n, i0 int) {
 	if r4 > 0 {
 		// The assembly writes d2[h*n+i] for i in [i0, i0+r4); check the
 		// extremes here, as the Go kernel's indexing would.
-		if i0 < 0 || i0+r4 > n || w%headWidth != 0 {
+		if i0 < 0 || i0+r4 > n || w%quadWidth != 0 {
 			panic("gpu: scoreRowsAVX2: rows out of range")
 		}
 		_ = d2[3*n+i0+r4-1]
-		scoreRows4Asm(&k[0], &q[0], &d2[i0], r4, w/headWidth, n)
+		scoreRows4Asm(&k[0], &q[0], &d2[i0], r4, w/quadWidth, n)
 	}
 	scoreRowsGo(k[r4*w:rows*w], q, d2, n, i0+r4)
 }

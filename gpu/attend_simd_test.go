@@ -12,7 +12,7 @@ import (
 // subnormal, some rows tiny throughout) and a tile of nq queries.
 func randomScoreCase(r *rand.Rand, dtype string, n, g, nq int) (*contextFit, *rowView, [][]float32) {
 	w := g * headWidth
-	s := newLayerStore(dtype, n, g, [headsPerLayer]bool{})
+	s := newLayerStore(dtype, n, g)
 	k := make([]float32, w)
 	key := func() float32 {
 		switch r.IntN(16) {
@@ -101,20 +101,22 @@ func TestScoreKernelsBitIdentical(t *testing.T) {
 // the stored keys.
 func checkReference(t *testing.T, c *contextFit, rv *rowView, qks, d2s [][]float32) {
 	t.Helper()
-	n, w := c.n, c.g*headWidth
-	k := make([]float32, w)
+	n, qw := c.n, c.g*quadWidth
+	nb := (n + anchorBlock - 1) / anchorBlock
+	k := make([]float32, c.g*headWidth)
 	for i := range n {
 		rv.s.getK(i, k)
-		off := (i / anchorBlock) * w
 		for q, qk := range qks {
 			for h := range headsPerLayer {
 				var ref, mag float64
 				for g := range c.g {
 					for cc := range 2 {
-						e := g*headWidth + 2*h + cc
-						d := float64(qk[off+e]) - float64(k[e])
+						e := slot(g, h, cc, c.g)
+						// The query's slices are quad-major over the blocks.
+						qe := float64(qk[(h/quadHeads)*nb*qw+(i/anchorBlock)*qw+e%qw])
+						d := qe - float64(k[e])
 						ref += d * d
-						mag += float64(qk[off+e])*float64(qk[off+e]) + float64(k[e])*float64(k[e])
+						mag += qe*qe + float64(k[e])*float64(k[e])
 					}
 				}
 				got := float64(d2s[q][h*n+i])

@@ -103,19 +103,31 @@ func TestRoundTripBounds(t *testing.T) {
 			t.Errorf("bf16(%g) = %g, error %g above 2⁻⁸ relative", v, r, e)
 		}
 	}
-	v := []float32{0.5, -1.25, 3, 0.001, -2.999, 0, 1.5, 2}
-	q := make([]int8, len(v))
-	s := quantInt8(v, q)
-	if s != 3.0/127 {
-		t.Errorf("scale = %g, want %g", s, 3.0/127)
-	}
-	for i, x := range v {
-		if e := math.Abs(float64(float32(q[i])*s - x)); e > float64(s)/2*1.0001 {
-			t.Errorf("int8 round trip of %g: error %g above half a step %g", x, e, s/2)
+	for _, amax := range []float32{3, 48, 1, 1e-3, 0.37, 127, 1e-5, 1000} {
+		v := []float32{0.5, -1.25, 3, 0.001, -2.999, 0, 1.5, 2}
+		for i := range v {
+			v[i] *= amax / 3
+		}
+		q := make([]int8, len(v))
+		s := int8Scale[quantInt8(v, q)]
+		// The scale is the smallest code's that holds amax in 127 steps,
+		// or the smallest code's.
+		ideal := max(amax/127, int8Scale[1])
+		if s < ideal || s > ideal*float32(math.Exp2(1.0/scaleCodeSteps))*1.0001 {
+			t.Errorf("amax %g: scale = %g, want in [%g, %g·2^(1/%d)]", amax, s, ideal, ideal, scaleCodeSteps)
+		}
+		for i, x := range v {
+			if e := math.Abs(float64(float32(q[i])*s - x)); e > float64(s)/2*1.0001 {
+				t.Errorf("int8 round trip of %g: error %g above half a step %g", x, e, s/2)
+			}
 		}
 	}
 	zero := make([]float32, 4)
-	if s := quantInt8(zero, make([]int8, 4)); s != 0 {
-		t.Errorf("scale of zeros = %g, want 0", s)
+	if c := quantInt8(zero, make([]int8, 4)); int8Scale[c] != 0 {
+		t.Errorf("scale of zeros = %g, want 0", int8Scale[c])
+	}
+	nan := []float32{1, float32(math.NaN())}
+	if c := quantInt8(nan, make([]int8, 2)); !math.IsNaN(float64(int8Scale[c])) {
+		t.Errorf("scale of a NaN vector = %g, want NaN", int8Scale[c])
 	}
 }

@@ -9,51 +9,59 @@ import (
 // and context row i it holds a key vector and a value vector of width E =
 // headWidth, as the memory policy's size estimate assumes:
 //
-//	key[l][i][g][2h+c]   = (z[i][2g+c] − anchor[block(i)][2g+c]) / ℓ_h[2g+c]
-//	value[l][i][g][2h+0] = v_h[i] / vScale_h
-//	value[l][i][g][2h+1] = 1 (a count channel)
+//	key[l][i][g][h, c]   = (z[i][2g+c] − anchor[block(i)][2g+c]) / ℓ_h[2g+c]
+//	value[l][i][g][h, 0] = hi digit of v_h[i] / vScale_h
+//	value[l][i][g][h, 1] = lo digit
 //
 // for head h of the layer and c ∈ {0, 1} (the missing half of an odd last
-// pair is 0). A query's squared distance to row i for head h is the sum over
-// groups of its 2-wide key slices, so every group's key is read by every
-// head. The value is the head's value for the row (the GP solve α for solve
-// heads, the target for the others); every group's cell carries it, like the
-// per-cell values of the layout the policy talks about, and the kernel
-// averages the groups' copies. Storage is bf16 or int8 with one float32
-// absmax scale per row, group and K or V vector.
+// pair is 0); slot says where (h, c) sits. A query's squared distance to row
+// i for head h is the sum over groups of its 2-wide key slices, so every
+// group's key is read by every head. The value is the head's value for the
+// row (the GP solve α for solve heads, the target for the others); every
+// group's cell carries it, like the per-cell values of the layout the
+// policy talks about, and the kernel averages the groups' copies. Storage
+// is bf16, or int8 with one absmax scale per row, group and K or V vector,
+// kept as a one-byte code (quantInt8).
 //
-// Solve heads are unnormalised and need no count channel, while their solved
-// values cancel one another, so they spend that channel on a second digit of
-// the value: bf16 keeps hi = bf16(v) and lo = bf16(v − hi); int8 keeps
-// hi = round(v/s) and lo = round((v/s − hi)·127) under the vector's scale s.
+// Every row counts once in a head's average, so a value needs no count
+// channel; its second channel is a second digit instead: bf16 keeps
+// hi = bf16(v) and lo = bf16(v − hi); int8 keeps hi = round(v/s) and
+// lo = round((v/s − hi)·127) under the vector's scale s. Solved values
+// cancel one another and need the digits most; a smoothed target read to
+// 1/127 of its largest value would move int8 predictions by more than the
+// suite's 1e-4 in R², and one digit of bf16 by about as much.
+//
+// In memory each side is quad-major, [quad][row][group][quadWidth], so the
+// score kernels read one quad of a block of rows as one contiguous run; a
+// group's vector is its quads' slices together, and int8 scales the whole
+// vector with one code.
 
 // layerStore is one layer's keys and values for rows [0, rows).
 type layerStore struct {
 	layer  int
 	vScale [headsPerLayer]float64 // values are stored as v/vScale, |v/vScale| ≤ 1
-	paired [headsPerLayer]bool    // solve heads: the value pair is (hi, lo)
 	dtype  string
 	rows   int
 	groups int
 	kb, vb []uint16 // bf16
 	kq, vq []int8   // int8
-	ks, vs []float32
+	ks, vs []uint8  // int8: each row's and group's scale code, [row][group]
 }
 
 // bytesPerRowLayer is the cache size of one row in one layer.
 func bytesPerRowLayer(groups int, dtype string) int64 {
 	if dtype == CacheDTypeInt8 {
-		return int64(groups) * 2 * (headWidth + 4)
+		return int64(groups) * 2 * (headWidth + 1)
 	}
 	return int64(groups) * 2 * headWidth * 2
 }
 
-func newLayerStore(dtype string, rows, groups int, paired [headsPerLayer]bool) *layerStore {
-	s := &layerStore{dtype: dtype, rows: rows, groups: groups, paired: paired}
+func newLayerStore(dtype string, rows, groups int) *layerStore {
+	s := &layerStore{dtype: dtype, rows: rows, groups: groups}
 	n := rows * groups * headWidth
 	if dtype == CacheDTypeInt8 {
 		s.kq, s.vq = make([]int8, n), make([]int8, n)
-		s.ks, s.vs = make([]float32, rows*groups), make([]float32, rows*groups)
+		s.ks, s.vs = make([]uint8, rows*groups), make([]uint8, rows*groups)
 	} else {
 		s.kb, s.vb = make([]uint16, n), make([]uint16, n)
 	}
@@ -68,61 +76,88 @@ func (s *layerStore) clone() *layerStore {
 	c := *s
 	c.kb, c.vb = append([]uint16(nil), s.kb...), append([]uint16(nil), s.vb...)
 	c.kq, c.vq = append([]int8(nil), s.kq...), append([]int8(nil), s.vq...)
-	c.ks, c.vs = append([]float32(nil), s.ks...), append([]float32(nil), s.vs...)
+	c.ks, c.vs = append([]uint8(nil), s.ks...), append([]uint8(nil), s.vs...)
 	return &c
 }
 
-// putK stores row i's float32 key vectors (groups×E).
-func (s *layerStore) putK(i int, k []float32) {
-	w := s.groups * headWidth
-	if s.dtype == CacheDTypeInt8 {
-		for g := range s.groups {
-			o := i*w + g*headWidth
-			s.ks[i*s.groups+g] = quantInt8(k[g*headWidth:(g+1)*headWidth], s.kq[o:o+headWidth])
+// quadRun is the offset in a side's storage of quad qd of row i: the
+// groups × quadWidth values of that quad, contiguous.
+func (s *layerStore) quadRun(qd, i int) int { return (qd*s.rows + i) * s.groups * quadWidth }
+
+// lane is where coordinate c of head h sits within one group's vector.
+func lane(h, c int) int { return slot(0, h, c, 1) }
+
+// vector gathers group g's E values from a row's vectors (slot layout).
+func (s *layerStore) vector(row []float32, g int, vec *[headWidth]float32) {
+	for h := range headsPerLayer {
+		for c := range 2 {
+			vec[lane(h, c)] = row[slot(g, h, c, s.groups)]
 		}
-		return
-	}
-	for e := range w {
-		s.kb[i*w+e] = toBF16(k[e])
 	}
 }
 
-// putV stores row i's float32 value vectors; for paired heads the second
-// channel is ignored and rewritten as the low digit.
-func (s *layerStore) putV(i int, v []float32) {
-	w := s.groups * headWidth
-	if s.dtype == CacheDTypeInt8 {
-		for g := range s.groups {
-			o := i*w + g*headWidth
-			vg := v[g*headWidth : (g+1)*headWidth]
-			for h, p := range s.paired {
-				if p {
-					vg[2*h+1] = 0
-				}
-			}
-			sc := quantInt8(vg, s.vq[o:o+headWidth])
-			s.vs[i*s.groups+g] = sc
-			for h, p := range s.paired {
-				if p && sc > 0 {
-					x := vg[2*h] / sc
-					hi := float32(math.RoundToEven(float64(x)))
-					lo := float32(math.RoundToEven(float64((x - hi) * 127)))
-					s.vq[o+2*h] = int8(hi)
-					s.vq[o+2*h+1] = int8(min(max(lo, -127), 127))
-				}
+// putInt8 quantises row i's group vectors into q with their scale codes;
+// for values (digits), each head's pair is its value in two digits.
+func (s *layerStore) putInt8(i int, row []float32, q []int8, codes []uint8, digits bool) {
+	var vec [headWidth]float32
+	var qv [headWidth]int8
+	for g := range s.groups {
+		s.vector(row, g, &vec)
+		if digits {
+			for h := range headsPerLayer {
+				vec[lane(h, 1)] = 0
 			}
 		}
+		code := quantInt8(vec[:], qv[:])
+		codes[i*s.groups+g] = code
+		if sc := int8Scale[code]; digits && sc > 0 {
+			for h := range headsPerLayer {
+				x := vec[lane(h, 0)] / sc
+				hi := float32(math.RoundToEven(float64(x)))
+				lo := float32(math.RoundToEven(float64((x - hi) * 127)))
+				qv[lane(h, 0)] = int8(hi)
+				qv[lane(h, 1)] = int8(min(max(lo, -127), 127))
+			}
+		}
+		for qd := range quads {
+			copy(q[s.quadRun(qd, i)+g*quadWidth:][:quadWidth], qv[qd*quadWidth:])
+		}
+	}
+}
+
+// putBF16 rounds row i's vectors into b.
+func (s *layerStore) putBF16(i int, row []float32, b []uint16) {
+	qw := s.groups * quadWidth
+	for qd := range quads {
+		dst := b[s.quadRun(qd, i):][:qw]
+		for o, x := range row[qd*qw : (qd+1)*qw] {
+			dst[o] = toBF16(x)
+		}
+	}
+}
+
+// putK stores row i's float32 key vectors (slot layout).
+func (s *layerStore) putK(i int, k []float32) {
+	if s.dtype == CacheDTypeInt8 {
+		s.putInt8(i, k, s.kq, s.ks, false)
 		return
 	}
-	for e := range w {
-		s.vb[i*w+e] = toBF16(v[e])
+	s.putBF16(i, k, s.kb)
+}
+
+// putV stores row i's float32 value vectors; each head's second channel
+// is ignored and rewritten as the value's low digit.
+func (s *layerStore) putV(i int, v []float32) {
+	if s.dtype == CacheDTypeInt8 {
+		s.putInt8(i, v, s.vq, s.vs, true)
+		return
 	}
+	s.putBF16(i, v, s.vb)
 	for g := range s.groups {
-		for h, p := range s.paired {
-			if p {
-				o := i*w + g*headWidth + 2*h
-				s.vb[o+1] = toBF16(v[g*headWidth+2*h] - fromBF16(s.vb[o]))
-			}
+		for h := range headsPerLayer {
+			o := slot(g, h, 0, s.groups)
+			at := s.quadRun(h/quadHeads, i) + o%(s.groups*quadWidth)
+			s.vb[at+1] = toBF16(v[o] - fromBF16(s.vb[at]))
 		}
 	}
 }
@@ -130,20 +165,17 @@ func (s *layerStore) putV(i int, v []float32) {
 // getK writes row i's dequantised key vectors into k.
 func (s *layerStore) getK(i int, k []float32) { s.decodeRow(i, s.kq, s.ks, s.kb, k) }
 
-// getV writes row i's dequantised value vectors into v; for paired heads the
-// value channel holds hi+lo and the second channel 1.
+// getV writes row i's dequantised value vectors into v: each head's value
+// channel holds hi+lo and its second channel 1, the row's count.
 func (s *layerStore) getV(i int, v []float32) {
 	s.decodeRow(i, s.vq, s.vs, s.vb, v)
-	w := s.groups * headWidth
+	qw := s.groups * quadWidth
 	for g := range s.groups {
-		for h, p := range s.paired {
-			if !p {
-				continue
-			}
-			o := g*headWidth + 2*h
+		for h := range headsPerLayer {
+			o := slot(g, h, 0, s.groups)
 			if s.dtype == CacheDTypeInt8 {
-				q := s.vq[i*w+o:]
-				v[o] = (float32(q[0]) + float32(q[1])/127) * s.vs[i*s.groups+g]
+				q := s.vq[s.quadRun(h/quadHeads, i)+o%qw:]
+				v[o] = (float32(q[0]) + float32(q[1])/127) * int8Scale[s.vs[i*s.groups+g]]
 			} else {
 				v[o] += v[o+1]
 			}
@@ -153,21 +185,23 @@ func (s *layerStore) getV(i int, v []float32) {
 }
 
 // decodeRow writes row i of one side of the store — int8 codes q with
-// their per-group scales sc, or bf16 b — as float32 into dst.
-func (s *layerStore) decodeRow(i int, q []int8, sc []float32, b []uint16, dst []float32) {
-	w := s.groups * headWidth
-	if s.dtype == CacheDTypeInt8 {
+// their per-group scale codes, or bf16 b — as float32 into dst.
+func (s *layerStore) decodeRow(i int, q []int8, codes []uint8, b []uint16, dst []float32) {
+	qw := s.groups * quadWidth
+	for qd := range quads {
+		at, out := s.quadRun(qd, i), dst[qd*qw:(qd+1)*qw]
+		if s.dtype != CacheDTypeInt8 {
+			for o := range out {
+				out[o] = fromBF16(b[at+o])
+			}
+			continue
+		}
 		for g := range s.groups {
-			o := i*w + g*headWidth
-			scale := sc[i*s.groups+g]
-			for e := range headWidth {
-				dst[g*headWidth+e] = float32(q[o+e]) * scale
+			scale := int8Scale[codes[i*s.groups+g]]
+			for e := range quadWidth {
+				out[g*quadWidth+e] = float32(q[at+g*quadWidth+e]) * scale
 			}
 		}
-		return
-	}
-	for e := range w {
-		dst[e] = fromBF16(b[i*w+e])
 	}
 }
 
@@ -179,11 +213,7 @@ func (s *layerStore) decodeRow(i int, q []int8, sc []float32, b []uint16, dst []
 // solve is where context rows attend to context rows; its workspace is
 // reserved on dev, in experts of at most chunk rows.
 func (c *contextFit) buildLayer(l int, dev *Device, chunk int, dtype string) (*layerStore, error) {
-	var paired [headsPerLayer]bool
-	for h := range c.layers[l] {
-		paired[h] = c.layers[l][h].spec.kind == kindSolve
-	}
-	s := newLayerStore(dtype, c.n, c.g, paired)
+	s := newLayerStore(dtype, c.n, c.g)
 	s.layer = l
 	w := c.g * headWidth
 	parallelFor(c.n, 256, func(lo, hi int) {
@@ -251,7 +281,7 @@ func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, ch
 			c.rowKeys(s.layer, i, exact)
 			a := c.anchors[(i/anchorBlock)*f : (i/anchorBlock+1)*f]
 			for d := range f {
-				e := (d/2)*headWidth + 2*h + d%2
+				e := slot(d/2, h, d%2, c.g)
 				pos[i*f+d] = a[d]*hd.inv[d] + float64(k[e])
 				sq[lo/piece] += float64(k[e]-exact[e]) * float64(k[e]-exact[e])
 			}
@@ -285,45 +315,47 @@ func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, ch
 // rowKeys writes row i's float32 key vectors for layer l.
 func (c *contextFit) rowKeys(l, i int, k []float32) {
 	f := c.f
-	c.keysAt(l, c.z[i*f:(i+1)*f], c.anchors[(i/anchorBlock)*f:(i/anchorBlock+1)*f], k)
+	c.keysAt(l, c.z[i*f:(i+1)*f], c.anchors[(i/anchorBlock)*f:(i/anchorBlock+1)*f], k, c.g*quadWidth)
 }
 
-// keysAt writes the key vectors (groups × E) of the point x relative to the
-// anchor a for layer l: the one formula for context rows and queries.
-func (c *contextFit) keysAt(l int, x, a []float64, k []float32) {
+// keysAt writes the key vectors (groups × E, slot layout) of the point x
+// relative to the anchor a for layer l: the one formula for context rows
+// and queries. Quad qd's slices go to k[qd·stride:], so a query can lay its
+// blocks' quads out contiguously.
+func (c *contextFit) keysAt(l int, x, a []float64, k []float32, stride int) {
 	f := c.f
-	for g := range c.g {
-		for h := range c.layers[l] {
-			hd := &c.layers[l][h]
-			for cc := range 2 {
-				d := 2*g + cc
-				var v float32
-				if d < f {
-					v = clampKey((x[d] - a[d]) * hd.inv[d])
-				}
-				k[g*headWidth+2*h+cc] = v
+	for h := range c.layers[l] {
+		hd := &c.layers[l][h]
+		kq := k[(h/quadHeads)*stride:]
+		for d := range 2 * c.g {
+			var v float32
+			if d < f {
+				v = clampKey((x[d] - a[d]) * hd.inv[d])
 			}
+			kq[(d/2)*quadWidth+2*(h%quadHeads)+d%2] = v
 		}
 	}
 }
 
-// rowValues writes row i's float32 value vectors for the store's layer.
+// rowValues writes row i's float32 values for the store's layer into each
+// head's value channel (putV writes the second digit).
 func (c *contextFit) rowValues(s *layerStore, vals [headsPerLayer][]float64, i int, v []float32) {
 	for g := range c.g {
 		for h := range headsPerLayer {
-			v[g*headWidth+2*h] = float32(vals[h][i] / s.vScale[h])
-			v[g*headWidth+2*h+1] = 1
+			v[slot(g, h, 0, c.g)] = float32(vals[h][i] / s.vScale[h])
 		}
 	}
 }
 
-// queryKeys writes the query's key slices relative to every anchor block:
-// qk[b][g][2h+c], the same formula as the context keys.
+// queryKeys writes the query's key slices relative to every anchor block,
+// quad-major: qk[quad][b][g][2·(h mod 4)+c], the same formula as the context
+// keys.
 func (c *contextFit) queryKeys(l int, x []float64, qk []float32) {
 	f := c.f
-	w := c.g * headWidth
-	for b := range len(c.anchors) / f {
-		c.keysAt(l, x, c.anchors[b*f:(b+1)*f], qk[b*w:(b+1)*w])
+	qw := c.g * quadWidth
+	nb := len(c.anchors) / f
+	for b := range nb {
+		c.keysAt(l, x, c.anchors[b*f:(b+1)*f], qk[b*qw:], nb*qw)
 	}
 }
 

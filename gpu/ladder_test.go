@@ -29,6 +29,12 @@ func TestLadderRungs(t *testing.T) {
 	ref := mustPredict(t, base, Xq)
 	bf16 := base.estBytes(CacheDTypeBF16)
 	int8b := base.estBytes(CacheDTypeInt8)
+	// The row-chunk case's arena: its cache and the scores of a batch of
+	// 16 queries, not the 400-row solve even beside the int8 cache.
+	chunkDev := bf16 + int64(16*len(X)*headsPerLayer*4) + 32<<10
+	if solve := int64(len(X) * len(X) * 8); int8b+solve <= chunkDev {
+		t.Fatalf("the row-chunk case needs the 400-row solve (%d bytes) to outgrow its arena (%d)", solve, chunkDev)
+	}
 	gb := func(b int64) string { return fmt.Sprintf("%.9f", float64(b)/gibF) }
 	var yStd float64
 	for _, v := range y {
@@ -40,6 +46,7 @@ func TestLadderRungs(t *testing.T) {
 		name     string
 		policy   string
 		device   int64 // arena bytes; 0: default 24 GiB
+		batch    int   // query rows per pass; 0: batch
 		host     int64
 		queries  int
 		rung     string
@@ -59,10 +66,14 @@ func TestLadderRungs(t *testing.T) {
 		{name: "one pass", policy: `{}`, queries: batch, rung: RungNoCache, exact: true},
 		// The arena holds the cache and a batch's scores but not the
 		// 400-row solve: out of memory, then experts of 100 rows.
-		{name: "context row chunk", policy: `{"context_row_chunk": 100}`, device: 1 << 20, rung: RungContextRowChunk, resident: true},
+		{name: "context row chunk", policy: `{"context_row_chunk": 100, "gpu_budget_frac": 1}`, device: chunkDev, batch: 16, rung: RungContextRowChunk, resident: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []Option{WithQueryBatch(batch), WithPolicy(policyJSON(t, tc.policy)), WithHostMemory(tc.host)}
+			qb := batch
+			if tc.batch > 0 {
+				qb = tc.batch
+			}
+			opts := []Option{WithQueryBatch(qb), WithPolicy(policyJSON(t, tc.policy)), WithHostMemory(tc.host)}
 			if tc.device > 0 {
 				opts = append(opts, WithDevice(NewCPUDevice(tc.device)))
 			}
@@ -85,10 +96,14 @@ func TestLadderRungs(t *testing.T) {
 			}
 			switch {
 			case tc.int8:
-				// int8: est/2 × (1 + 4/E), one fp32 scale per row and vector.
-				want := rep.EstCacheGB * gibF / 2 * (1 + 4.0/headWidth)
+				// int8: est/2 × (1 + 1/E), a one-byte scale per row and
+				// vector; at most 0.53 × the bf16 bytes.
+				want := rep.EstCacheGB * gibF / 2 * (1 + 1.0/headWidth)
 				if math.Abs(float64(rep.CacheBytes)-want) > 0.01*want {
 					t.Errorf("int8 cache %d bytes, want %.0f", rep.CacheBytes, want)
+				}
+				if r := float64(rep.CacheBytes) / float64(bf16); r > 0.53 {
+					t.Errorf("int8 cache is %.4f × the bf16 bytes, want ≤ 0.53", r)
 				}
 			case rep.CacheBytes > 0:
 				if math.Abs(float64(rep.CacheBytes)-float64(bf16)) > 0.01*float64(bf16) {
@@ -101,7 +116,7 @@ func TestLadderRungs(t *testing.T) {
 			if tc.resident && math.Abs(rep.ResidentGB*gibF-float64(rep.CacheBytes)) > 1 {
 				t.Errorf("resident_gb %g ≠ cache bytes %d", rep.ResidentGB, rep.CacheBytes)
 			}
-			if want := min(batch, len(q)); rep.QueryChunk != want {
+			if want := min(qb, len(q)); rep.QueryChunk != want {
 				t.Errorf("query_chunk = %d, want %d", rep.QueryChunk, want)
 			}
 			if rep.DroppedContextRows != 0 {
@@ -149,9 +164,10 @@ func TestAdaptiveQueryChunk(t *testing.T) {
 	Xq, _ := synth(300, 4, 14)
 	base := mustFit(t, "regressd/model-2l", X, y)
 	ref := mustPredict(t, base, Xq)
-	// 256 queries × 100 rows × 4 heads × 4 bytes of scores is 400 KiB.
+	// 256 queries × 100 rows × H heads × 4 bytes of scores is 100·H KiB;
+	// an arena of 50·H KiB holds 64 queries' and the cache, not 128's.
 	for _, adaptive := range []bool{true, false} {
-		r, _ := NewRegressor("regressd/model-2l", WithQueryBatch(256), WithDevice(NewCPUDevice(200<<10)),
+		r, _ := NewRegressor("regressd/model-2l", WithQueryBatch(256), WithDevice(NewCPUDevice(50*headsPerLayer<<10)),
 			WithPolicy(policyJSON(t, fmt.Sprintf(`{"adaptive_query_chunk": %v}`, adaptive))))
 		r.fit = base.fit
 		p, err := r.Predict(Xq)

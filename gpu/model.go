@@ -39,10 +39,27 @@ type modelConfig struct {
 
 // headsPerLayer is H; each head has a 2-wide key and value slice per feature
 // group, so E = 2·H.
-const headsPerLayer = 4
+const headsPerLayer = 12
 
 // headWidth is E.
 const headWidth = 2 * headsPerLayer
+
+// A quad is four heads: their 2-wide slices of one group fill one 8-lane
+// float32 vector, the unit the score kernels work in. A layer is quads
+// quads; stores keep each quad's slices together (see slot).
+const (
+	quadHeads = 4
+	quadWidth = 2 * quadHeads
+	quads     = headsPerLayer / quadHeads
+)
+
+// slot is where coordinate c of head h's slice of group g sits in a row's
+// vectors (groups × E floats): quad-major, [quad][group][2·(h mod 4)+c], so
+// one quad's slices of every group are contiguous for the score kernels.
+// The vector of group g is still the E values slot(g, ·, ·) names.
+func slot(g, h, c, groups int) int {
+	return (h/quadHeads)*groups*quadWidth + g*quadWidth + 2*(h%quadHeads) + c
+}
 
 // models lists the built-in models. The names count layers: more layers are
 // more head families for the readout to choose from, at more compute.

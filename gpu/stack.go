@@ -73,7 +73,7 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 	// their out-of-fold scores are noisy and a broad average is safer.
 	init := 5
 	if n <= cfg.foldRows && n >= 10 {
-		init = 12
+		init = 24
 		cands, target = c.foldCandidates(cfg, ys, solveChunk)
 		tr, _, _ := fitTrend(c.z, n, f, ys)
 		c.tr = tr
