@@ -3,6 +3,7 @@ package gpu
 import (
 	"math"
 	"sort"
+	"sync"
 )
 
 // layerReader gives the forward pass one layer's keys and values: from a
@@ -276,11 +277,13 @@ func topK(d []float32, k int, buf []int) []int {
 }
 
 // forward predicts one batch of standardised query rows zq (nq×f), reading
-// each layer from read. scratch must hold nq·n·H float32 (the batch's score
-// matrix). Queries are spread over the cores in fixed pieces; each query is
-// computed start to end by one goroutine, so the bits never depend on
-// GOMAXPROCS.
-func (c *contextFit) forward(zq []float64, nq int, read layerReader, scratch []float32) ([]float64, error) {
+// each layer from read. Queries are spread over the cores in fixed pieces of
+// scoreTile; each query is computed start to end by one goroutine, so the
+// bits never depend on GOMAXPROCS. A piece's scores (its queries' squared
+// distances to every row for every head, scoreTile·n·H float32) live in a
+// buffer reused from piece to piece, so host memory holds only the pieces
+// in flight, not the batch's whole score matrix that the device reserves.
+func (c *contextFit) forward(zq []float64, nq int, read layerReader) ([]float64, error) {
 	out := make([]float64, nq)
 	if c.constant {
 		for q := range out {
@@ -294,6 +297,10 @@ func (c *contextFit) forward(zq []float64, nq int, read layerReader, scratch []f
 		out[q] = c.trendW * c.tr.eval(zq[q*f:(q+1)*f], buf)
 	}
 	w := len(c.anchors) / f * c.g * headWidth // a query's key slices
+	tiles := sync.Pool{New: func() any {
+		b := make([]float32, scoreTile*n*headsPerLayer)
+		return &b
+	}}
 	for l := range c.layers {
 		s, done, err := read(l)
 		if err != nil {
@@ -301,13 +308,15 @@ func (c *contextFit) forward(zq []float64, nq int, read layerReader, scratch []f
 		}
 		rv := newRowView(s)
 		parallelFor(nq, scoreTile, func(lo, hi int) {
+			buf := tiles.Get().(*[]float32)
+			defer tiles.Put(buf)
 			qks := make([][]float32, hi-lo)
 			d2s := make([][]float32, hi-lo)
 			for t := range qks {
 				q := lo + t
 				qks[t] = make([]float32, w)
 				c.queryKeys(l, zq[q*f:(q+1)*f], qks[t])
-				d2s[t] = scratch[q*n*headsPerLayer : (q+1)*n*headsPerLayer]
+				d2s[t] = (*buf)[t*n*headsPerLayer : (t+1)*n*headsPerLayer]
 			}
 			c.scores(rv, qks, d2s)
 			sel := make([]float32, n)

@@ -221,8 +221,9 @@ func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
 	f := c.f
 	for lo := 0; lo < nq; {
 		hi := min(lo+qc, nq)
-		// The batch's score matrix lives in device memory; halve the batch
-		// on out-of-memory when the policy allows.
+		// The batch's score matrix is reserved in device memory, as a
+		// GPU pass holds it (the CPU device computes it a few queries at a
+		// time); halve the batch on out-of-memory when the policy allows.
 		res, err := r.dev.reserve(int64(hi-lo)*int64(c.n)*headsPerLayer*4, "query batch scores")
 		if err != nil {
 			if errors.Is(err, ErrOutOfMemory) && r.policy.AdaptiveQueryChunk && qc > 1 {
@@ -231,8 +232,7 @@ func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
 			}
 			return nil, fmt.Errorf("predict: %w", err)
 		}
-		scratch := make([]float32, (hi-lo)*c.n*headsPerLayer)
-		p, err := c.forward(zq[lo*f:hi*f], hi-lo, read, scratch)
+		p, err := c.forward(zq[lo*f:hi*f], hi-lo, read)
 		res.release()
 		if err != nil {
 			return nil, fmt.Errorf("predict: %w", err)
