@@ -219,10 +219,10 @@ func localMean(d2, v []float64, h2 float64, skip int) float64 {
 	if h2 <= 0 {
 		h2 = 1e-300
 	}
-	s := -0.5 / h2
+	s, far := -0.5/h2, 2*farExp*h2
 	var num, den float64
 	for j := range d2 {
-		if j == skip {
+		if j == skip || d2[j] > far {
 			continue
 		}
 		w := math.Exp(s * d2[j])

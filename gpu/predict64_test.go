@@ -12,7 +12,7 @@ func (c *contextFit) predict64(Xq [][]float64) []float64 {
 	}
 	zq, _ := c.pp.transform(Xq)
 	n, f := c.n, c.f
-	dA, d2, sel := make([]float64, n), make([]float64, n), make([]float64, n)
+	dA, d2 := newRowDists(n), make([]float64, n)
 	var buf []float64
 	for q := range Xq {
 		x := zq[q*f : (q+1)*f]
@@ -27,10 +27,11 @@ func (c *contextFit) predict64(Xq [][]float64) []float64 {
 				for d := range base {
 					base[d] = hd.inv[d] * hd.spec.mult
 				}
+				dA.reset(-1)
 				for j := range n {
-					dA[j] = sqDist(x, c.z[j*f:(j+1)*f], base)
+					dA.base[j] = sqDist(x, c.z[j*f:(j+1)*f], base)
 				}
-				p += hd.w * headOutput64(hd, dA, d2, sel, -1)
+				p += hd.w * headOutput64(hd, dA, d2)
 			}
 		}
 		out[q] = p*c.pp.yScale + c.pp.yMean

@@ -2,16 +2,58 @@ package gpu
 
 import (
 	"math"
+	"slices"
 )
 
-// headOutput64 is a head's output in float64 for a query whose squared
-// distances to the context rows, in the head's metric at bandwidth 1, are
-// d2base; the head's bandwidth multiple is applied here. Row skip (−1: none)
-// is left out, which gives the leave-one-out prediction of a context row.
-// Fitting uses it to score heads; predictions go through the KV cache.
-func headOutput64(h *head, d2base, d2, sel []float64, skip int) float64 {
+// rowDists is one query's squared distances to the context rows in one
+// metric at bandwidth 1, with row skip (−1: none) left out, and, once a
+// local head asks, its nearest distances sorted: every local head of the
+// metric reads its k-th nearest from them instead of selecting again.
+type rowDists struct {
+	base []float64
+	skip int
+	near []float64 // the smallest of base without skip, ascending
+	sel  []float64 // scratch, len(base)
+}
+
+func newRowDists(n int) *rowDists {
+	return &rowDists{base: make([]float64, n), sel: make([]float64, n)}
+}
+
+// reset starts a new query: base is filled by the caller.
+func (r *rowDists) reset(skip int) { r.skip, r.near = skip, r.near[:0] }
+
+// kth is the k-th smallest distance (1-based, at most the rows left in).
+func (r *rowDists) kth(k int) float64 {
+	if k > len(r.near) {
+		m := 0
+		for j, v := range r.base {
+			if j != r.skip {
+				r.sel[m] = v
+				m++
+			}
+		}
+		kk := min(max(k, 64), m)
+		kthSmallest(r.sel[:m], kk-1) // the kk smallest now lead sel
+		r.near = append(r.near[:0], r.sel[:kk]...)
+		slices.Sort(r.near)
+	}
+	return r.near[k-1]
+}
+
+// farExp is where a weight e^−x is left out of a head's sums: x > 40 is a
+// weight below 4·10⁻¹⁸ of the head's largest, which moves its output by
+// less than rows × 10⁻¹⁷ relative and saves the exp for most rows.
+const farExp = 40
+
+// headOutput64 is a head's output in float64 for a query whose distances
+// are rd; the head's bandwidth multiple is applied here. Leaving out rd's
+// row gives the leave-one-out prediction of a context row. Fitting uses it
+// to score heads; predictions go through the KV cache.
+func headOutput64(h *head, rd *rowDists, d2 []float64) float64 {
 	s := 1 / (h.spec.mult * h.spec.mult)
-	for j, v := range d2base {
+	skip := rd.skip
+	for j, v := range rd.base {
 		d2[j] = v * s
 	}
 	switch h.spec.kind {
@@ -32,7 +74,7 @@ func headOutput64(h *head, d2base, d2, sel []float64, skip int) float64 {
 		}
 		var num, den float64
 		for j, v := range d2 {
-			if j != skip {
+			if j != skip && v-dmin <= 2*farExp {
 				w := math.Exp(-0.5 * (v - dmin))
 				num += w * h.values[j]
 				den += w
@@ -43,18 +85,14 @@ func headOutput64(h *head, d2base, d2, sel []float64, skip int) float64 {
 		}
 		return num / den
 	case kindLocal:
-		m := 0
-		for j, v := range d2 {
-			if j != skip {
-				sel[m] = v
-				m++
-			}
+		m := len(d2)
+		if skip >= 0 {
+			m--
 		}
-		if m == 0 {
+		if m <= 0 {
 			return 0
 		}
-		h2 := kthSmallest(sel[:m], min(h.spec.k, m)-1)
-		return localMean(d2, h.values, h2, skip)
+		return localMean(d2, h.values, rd.kth(min(h.spec.k, m))*s, skip)
 	default: // kindTopK
 		return knnMean(d2, h.values, h.spec.k, skip)
 	}
@@ -182,15 +220,17 @@ func (c *contextFit) looCandidates(rows []int, ard, iso gpHyper) [][]float64 {
 	}
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
 	parallelFor(len(rows), 8, func(lo, hi int) {
-		dA, dI := make([]float64, n), make([]float64, n)
-		d2, sel := make([]float64, n), make([]float64, n)
+		dA, dI := newRowDists(n), newRowDists(n)
+		d2 := make([]float64, n)
 		for a := lo; a < hi; a++ {
 			i := rows[a]
 			zi := c.z[i*f : (i+1)*f]
+			dA.reset(i)
+			dI.reset(i)
 			for j := range n {
 				zj := c.z[j*f : (j+1)*f]
-				dA[j] = sqDist(zi, zj, invA)
-				dI[j] = sqDist(zi, zj, invI)
+				dA.base[j] = sqDist(zi, zj, invA)
+				dI.base[j] = sqDist(zi, zj, invI)
 			}
 			for l := range c.layers {
 				for h := range c.layers[l] {
@@ -198,11 +238,11 @@ func (c *contextFit) looCandidates(rows []int, ard, iso gpHyper) [][]float64 {
 					if hd.spec.kind == kindSolve {
 						continue
 					}
-					base := dA
+					rd := dA
 					if hd.spec.metric == metricISO {
-						base = dI
+						rd = dI
 					}
-					out[l*headsPerLayer+h][a] = headOutput64(hd, base, d2, sel, i)
+					out[l*headsPerLayer+h][a] = headOutput64(hd, rd, d2)
 				}
 			}
 		}
@@ -256,25 +296,27 @@ func (c *contextFit) foldPredict(cfg modelConfig, ys []float64, solveChunk, fold
 	layers := buildHeads(cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
 	trd, _, _ := fitTrend(zt, m, f, yt)
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
-	dA, dI := make([]float64, m), make([]float64, m)
-	d2, sel := make([]float64, m), make([]float64, m)
+	dA, dI := newRowDists(m), newRowDists(m)
+	d2 := make([]float64, m)
 	var buf []float64
 	for _, i := range te {
 		zi := c.z[i*f : (i+1)*f]
 		out[0][i] = trd.eval(zi, buf)
+		dA.reset(-1)
+		dI.reset(-1)
 		for j := range m {
 			zj := zt[j*f : (j+1)*f]
-			dA[j] = sqDist(zi, zj, invA)
-			dI[j] = sqDist(zi, zj, invI)
+			dA.base[j] = sqDist(zi, zj, invA)
+			dI.base[j] = sqDist(zi, zj, invI)
 		}
 		for l := range layers {
 			for h := range layers[l] {
 				hd := &layers[l][h]
-				base := dA
+				rd := dA
 				if hd.spec.metric == metricISO {
-					base = dI
+					rd = dI
 				}
-				out[1+l*headsPerLayer+h][i] = headOutput64(hd, base, d2, sel, -1)
+				out[1+l*headsPerLayer+h][i] = headOutput64(hd, rd, d2)
 			}
 		}
 	}
