@@ -52,42 +52,42 @@ func (c *contextFit) scores(rv *rowView, qks [][]float32, d2s [][]float32) {
 	c.scoresWith(archKernel, rv, qks, d2s)
 }
 
-// scoresWith is scores on a given kernel. It decodes one quad of one anchor
-// block of keys at a time into float32 (small enough to stay in L1) and
-// scores every query of the tile against it, writing that quad's four head
-// planes. The queries' key slices are flushed once, whole: flushing each
-// block's slice as it is used is a call per block and query, 30 % slower at
-// 4 groups. Each query's sums run in the same order whatever the tile and
-// whatever the kernel, so the bits depend on neither.
+// scoresWith is scores on a given kernel. It makes one pass over the rows
+// per quad, so a pass touches a third of the keys and of the queries' key
+// slices (a tile of queries' slices for all three quads at once outgrew
+// L2 and cost a quarter of the kernel's rate). Within a pass it decodes one
+// anchor block of keys at a time into float32 (small enough to stay in L1)
+// and scores every query of the tile against it, writing that quad's four
+// head planes. Each query's slices for the quad are flushed once, whole:
+// flushing each block's slice as it is used is a call per block and query,
+// 30 % slower at 4 groups. Each query's sums run in the same order whatever
+// the tile and whatever the kernel, so the bits depend on neither.
 func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32, d2s [][]float32) {
 	n, g, qw := c.n, c.g, c.g*quadWidth
 	s := rv.s
 	nb := (n + anchorBlock - 1) / anchorBlock
-	w := quads * nb * qw // one query's key slices
-	qs := make([]float32, len(qks)*w)
-	for t, qk := range qks {
-		kern.flush(qs[t*w:(t+1)*w], qk[:w])
-	}
+	pw := nb * qw // one query's slices for one quad
+	qs := make([]float32, len(qks)*pw)
 	k := make([]float32, anchorBlock*qw)
 	scale := make([]float32, anchorBlock*g)
-	for lo := 0; lo < n; lo += anchorBlock {
-		hi := min(lo+anchorBlock, n)
-		if s.dtype == CacheDTypeInt8 {
-			for j, code := range s.ks[lo*g : hi*g] {
-				scale[j] = int8Scale[code]
-			}
+	for qd := range quads {
+		for t, qk := range qks {
+			kern.flush(qs[t*pw:(t+1)*pw], qk[qd*pw:(qd+1)*pw])
 		}
-		for qd := range quads {
+		for lo := 0; lo < n; lo += anchorBlock {
+			hi := min(lo+anchorBlock, n)
 			kb, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
 			if s.dtype == CacheDTypeInt8 {
+				for j, code := range s.ks[lo*g : hi*g] {
+					scale[j] = int8Scale[code]
+				}
 				kern.dequant(kb, s.kq[at:at+len(kb)], scale[:(hi-lo)*g])
 			} else {
 				kern.widen(kb, s.kb[at:at+len(kb)])
 			}
-			off := qd*nb*qw + (lo/anchorBlock)*qw
+			off := (lo / anchorBlock) * qw
 			for t := range qks {
-				q := qs[t*w+off:]
-				kern.score(kb, q[:qw], d2s[t][qd*quadHeads*n:], n, lo)
+				kern.score(kb, qs[t*pw+off:][:qw], d2s[t][qd*quadHeads*n:], n, lo)
 			}
 		}
 	}

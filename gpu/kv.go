@@ -27,9 +27,8 @@ import (
 // channel; its second channel is a second digit instead: bf16 keeps
 // hi = bf16(v) and lo = bf16(v − hi); int8 keeps hi = round(v/s) and
 // lo = round((v/s − hi)·127) under the vector's scale s. Solved values
-// cancel one another and need the digits most; a smoothed target read to
-// 1/127 of its largest value would move int8 predictions by more than the
-// suite's 1e-4 in R², and one digit of bf16 by about as much.
+// cancel one another and need the digits most; for smoothed targets they
+// lift int8 from 1/127 of the largest value to about 1/127².
 //
 // In memory each side is quad-major, [quad][row][group][quadWidth], so the
 // score kernels read one quad of a block of rows as one contiguous run; a
