@@ -25,6 +25,18 @@ const (
 	// polynomial trend (the trend head's job) through solved values that
 	// cancel by orders of magnitude, which no 8- or 16-bit cache can hold.
 	maxSignal = 20
+	// noiseFloor is the least noise variance a fitted GP keeps, as a share
+	// of its signal variance. A marginal likelihood that finds almost no
+	// noise has the posterior mean pass through every row, rows whose
+	// features do not explain their target included (a missing feature
+	// imputed by its median, an outlier), and the solved values that do
+	// that cancel by orders of magnitude, which no 8- or 16-bit cache
+	// holds exactly. On 300 rows × 4 features with a feature missing in
+	// every 37th row, R² on 3,000 queries went from 0.93–0.95 to
+	// 0.964–0.975 and int8 from up to 0.04 away from bf16 to 1.2·10⁻³; on
+	// 100k such rows × 16 features it cost 2·10⁻⁴ (a 1 % floor: 1.1·10⁻³,
+	// for little more gain); no fit on the suite reaches it.
+	noiseFloor = 0.003
 )
 
 // gpObjective is the negative log marginal likelihood of y under the kernel
@@ -136,7 +148,7 @@ func fitGP(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 		h.ell[d] = math.Exp(best[d])
 	}
 	h.sf2 = math.Exp(best[f])
-	h.sn2 = math.Exp(best[f+1])
+	h.sn2 = max(math.Exp(best[f+1]), noiseFloor*h.sf2)
 	return h
 }
 
@@ -337,7 +349,8 @@ func fitGPIso(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 		}
 		return h
 	}
-	h.sf2, h.sn2 = math.Exp(best[1]), math.Exp(best[2])
+	h.sf2 = math.Exp(best[1])
+	h.sn2 = max(math.Exp(best[2]), noiseFloor*h.sf2)
 	for d := range f {
 		h.ell[d] = math.Exp(best[0])
 	}

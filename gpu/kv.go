@@ -301,13 +301,6 @@ func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, ch
 	// its variance keeps the solve from fitting the rounding, which int8
 	// keys would otherwise turn into spikes.
 	sn2 := hp.sn2 + hp.sf2*mse
-	if s.dtype == CacheDTypeInt8 {
-		// Two int8 digits hold a value to about 1/127² of its vector's
-		// scale, far less than a nearly noiseless solve's cancellation
-		// needs; a noise floor bounds that cancellation. This is where
-		// int8 trades accuracy.
-		sn2 = max(sn2, int8NoiseFloor*hp.sf2)
-	}
 	return fitSolve(pos, n, f, ones, hp.sf2, sn2, c.ys, chunk, make([]bool, n)).alpha, nil
 }
 
@@ -357,10 +350,6 @@ func (c *contextFit) queryKeys(l int, x []float64, qk []float32) {
 		c.keysAt(l, x, c.anchors[b*f:(b+1)*f], qk[b*qw:], nb*qw)
 	}
 }
-
-// int8NoiseFloor is the least noise variance, as a share of the signal
-// variance, of a GP solved for an int8 cache.
-const int8NoiseFloor = 0.01
 
 // keyClamp bounds key coordinates, in length scales from the block anchor.
 // Past a few length scales a coordinate only says "far" (the kernels are

@@ -131,8 +131,10 @@ func TestLadderRungs(t *testing.T) {
 			case tc.exact:
 				sameBits(t, tc.name, ref[:len(p)], p)
 			case tc.int8:
-				if rms == 0 || rms > 0.15*yStd {
-					t.Errorf("int8 RMS difference %g (target scale %g): want non-zero and bounded (solve values cancel; see docs/ENGINE.md)", rms, yStd)
+				// About 0.9 % of σ here: int8 differs from bf16 by its
+				// rounding alone (noiseFloor bounds the solves' cancellation).
+				if rms == 0 || rms > 0.03*yStd {
+					t.Errorf("int8 RMS difference %g (target scale %g): want non-zero and within 3 %% of it", rms, yStd)
 				}
 			default:
 				if rms > 0.2*yStd {
