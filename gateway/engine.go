@@ -15,31 +15,50 @@ import (
 // caches. Each request gets its own Regressor, closed (its cache freed)
 // before the answer is written.
 func newEngine(deviceBytes, hostBytes int64) predictFunc {
-	dev := gpu.NewCPUDevice(deviceBytes)
+	return newEngineOn(gpu.NewCPUDevice(deviceBytes), hostBytes)
+}
+
+// errArenaShared marks an out-of-memory error met while other predictions
+// held part of the device: the same request may well fit once they finish.
+var errArenaShared = errors.New("other predictions held part of the device memory at the time")
+
+// newEngineOn is newEngine on a given device.
+func newEngineOn(dev *gpu.Device, hostBytes int64) predictFunc {
 	return func(req engineRequest) ([]float64, json.RawMessage, error) {
-		opts := []gpu.Option{gpu.WithDevice(dev), gpu.WithHostMemory(hostBytes)}
-		// A thinking model takes no policy at all (the server has refused
-		// one sent with it); every other model gets the resolved, clamped one.
-		if info, _ := gpu.LookupModel(req.Model); !info.Thinking {
-			opts = append(opts, gpu.WithPolicy(req.Policy))
+		preds, rep, err := predictOn(dev, hostBytes, req)
+		if errors.Is(err, gpu.ErrOutOfMemory) && dev.Used() > 0 {
+			// This request's own memory is released (predictOn closed its
+			// Regressor); what is still held belongs to others.
+			err = fmt.Errorf("%w; %w", err, errArenaShared)
 		}
-		r, err := gpu.NewRegressor(req.Model, opts...)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer r.Close()
-		if err := r.Fit(req.X, req.Y); err != nil {
-			return nil, nil, err
-		}
-		preds, err := r.Predict(req.Xq)
-		if err != nil {
-			return nil, nil, err
-		}
-		rep := r.MemoryReport()
-		rep.Clamped, rep.Notes = nil, nil // the server adds its own
-		b, err := json.Marshal(rep)
-		return preds, b, err
+		return preds, rep, err
 	}
+}
+
+// predictOn fits and predicts one request on dev.
+func predictOn(dev *gpu.Device, hostBytes int64, req engineRequest) ([]float64, json.RawMessage, error) {
+	opts := []gpu.Option{gpu.WithDevice(dev), gpu.WithHostMemory(hostBytes)}
+	// A thinking model takes no policy at all (the server has refused
+	// one sent with it); every other model gets the resolved, clamped one.
+	if info, _ := gpu.LookupModel(req.Model); !info.Thinking {
+		opts = append(opts, gpu.WithPolicy(req.Policy))
+	}
+	r, err := gpu.NewRegressor(req.Model, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	if err := r.Fit(req.X, req.Y); err != nil {
+		return nil, nil, err
+	}
+	preds, err := r.Predict(req.Xq)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := r.MemoryReport()
+	rep.Clamped, rep.Notes = nil, nil // the server adds its own
+	b, err := json.Marshal(rep)
+	return preds, b, err
 }
 
 // engineError maps the engine's caller errors to statuses; anything else is
@@ -50,9 +69,14 @@ func newEngine(deviceBytes, hostBytes int64) predictFunc {
 // which 413 would suggest, is not the fix; a different policy or a shorter
 // context is. Running out of device memory with no smaller step allowed
 // (adaptive_query_chunk=false, or one query row that still does not fit) is
-// 422 for the same reason.
+// 422 for the same reason — unless other predictions held part of the
+// device at the time: then it is 503 with Retry-After, as the request may
+// fit once they finish.
 func engineError(err error) error {
 	switch {
+	case errors.Is(err, errArenaShared):
+		return &badRequest{status: http.StatusServiceUnavailable, retryAfter: 2, msg: fmt.Sprintf(
+			"%v; retry shortly", err)}
 	case errors.Is(err, gpu.ErrContextTooLarge):
 		return &badRequest{status: http.StatusUnprocessableEntity, msg: err.Error()}
 	case errors.Is(err, gpu.ErrOutOfMemory):

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -196,4 +197,60 @@ func rowOf(n int, v float64) string {
 		parts[i] = fmt.Sprint(v * float64(i%7+1))
 	}
 	return "[" + strings.Join(parts, ",") + "]"
+}
+
+// TestPredictOutOfMemoryBesideOthersIs503: a request that fits the device
+// alone but not beside another prediction's resident cache is a 503 with
+// Retry-After (it may fit once the other finishes), not a 422; alone, on the
+// same device, it is answered.
+func TestPredictOutOfMemoryBesideOthersIs503(t *testing.T) {
+	X, y, Xq := linearData(300, 64)
+	policy, err := gpu.ParsePolicy(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := engineRequest{Model: testModel(), Policy: policy, X: X, Y: y, Xq: Xq[:10]}
+	// another prediction keeps a resident cache on dev until closed.
+	another := func(dev *gpu.Device) *gpu.Regressor {
+		r, err := gpu.NewRegressor(testModel(), gpu.WithDevice(dev), gpu.WithQueryBatch(16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Fit(X, y); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Predict(Xq); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Size the device from what the request needs alone and what the
+	// other prediction's cache holds.
+	probe := gpu.NewCPUDevice(0)
+	if _, _, err := newEngineOn(probe, 0)(req); err != nil {
+		t.Fatal(err)
+	}
+	alone := probe.Peak()
+	o := another(probe)
+	held := probe.Used()
+	o.Close()
+	if held == 0 {
+		t.Fatal("the other prediction holds no device memory")
+	}
+
+	dev := gpu.NewCPUDevice(alone + held/2)
+	predict := newEngineOn(dev, 0)
+	o = another(dev)
+	_, _, err = predict(req)
+	if !errors.Is(err, errArenaShared) || !errors.Is(err, gpu.ErrOutOfMemory) {
+		t.Fatalf("beside another prediction: err = %v, want out of memory, arena shared", err)
+	}
+	var br *badRequest
+	if !errors.As(engineError(err), &br) || br.status != 503 || br.retryAfter <= 0 {
+		t.Fatalf("mapped to %#v, want 503 with Retry-After", engineError(err))
+	}
+	o.Close()
+	if _, _, err := predict(req); err != nil {
+		t.Fatalf("alone on the same device: %v", err)
+	}
 }

@@ -29,8 +29,9 @@ var requestFields = []string{"model", "task", "X_train", "y_train", "X_test", "m
 
 // badRequest is a caller error: its message goes back verbatim with status.
 type badRequest struct {
-	status int
-	msg    string
+	status     int
+	msg        string
+	retryAfter int // seconds, for a Retry-After header; 0: none
 }
 
 func (e *badRequest) Error() string { return e.msg }

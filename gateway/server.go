@@ -153,6 +153,9 @@ func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &br):
 		status = br.status
+		if br.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(br.retryAfter))
+		}
 		writeError(w, status, codeFor(status), br.msg)
 		log.Info("predict refused", "status", status, "model", model, "err", br.msg)
 	case err != nil:
