@@ -74,7 +74,7 @@ func benchFit(b *testing.B, model string, n, f int, opts ...Option) *Regressor {
 
 // BenchmarkAttention is the score kernel alone: 64 queries against every
 // context row of one layer, all heads (per row and group: 2 coordinates ×
-// 4 heads × subtract, square, add = 3·E FLOPs). Queries are spread over the
+// H heads × subtract, square, add = 3·E FLOPs). Queries are spread over the
 // cores in tiles as in Predict; their key slices and score buffers are made
 // before the clock starts, as they are not the kernel's work. Each kernel
 // this machine runs (kernel=go is the portable one, kernel=avx2 the
