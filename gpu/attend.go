@@ -11,30 +11,28 @@ import (
 // releases whatever device memory the layer took.
 type layerReader func(l int) (s *layerStore, done func(), err error)
 
-// rowView is one layer's keys plus the per-row value and count (1) of
-// every head, averaged over the groups' copies.
+// rowView is one layer's keys plus the per-row value of every head,
+// averaged over the groups' copies. Every row counts once in a head's
+// average, so a normalised head divides by its weights' sum.
 type rowView struct {
 	s    *layerStore
 	vbar []float32 // n×H
-	cbar []float32 // n×H
 }
 
 func newRowView(s *layerStore) *rowView {
 	n, w := s.rows, s.groups*headWidth
-	rv := &rowView{s: s, vbar: make([]float32, n*headsPerLayer), cbar: make([]float32, n*headsPerLayer)}
+	rv := &rowView{s: s, vbar: make([]float32, n*headsPerLayer)}
 	parallelFor(n, 1024, func(lo, hi int) {
 		v := make([]float32, w)
 		inv := 1 / float32(s.groups)
 		for i := lo; i < hi; i++ {
 			s.getV(i, v)
 			for h := range headsPerLayer {
-				var vs, cs float32
+				var vs float32
 				for g := range s.groups {
 					vs += v[slot(g, h, 0, s.groups)]
-					cs += v[slot(g, h, 1, s.groups)]
 				}
 				rv.vbar[i*headsPerLayer+h] = vs * inv
-				rv.cbar[i*headsPerLayer+h] = cs * inv
 			}
 		}
 	})
@@ -210,7 +208,7 @@ func (c *contextFit) headReduce(hd *head, h int, rv *rowView, d2 []float32, sel 
 		for i, d := range d2 {
 			w := expNeg(scale * float64(d-dmin))
 			num += w * float64(rv.vbar[i*headsPerLayer+h])
-			den += w * float64(rv.cbar[i*headsPerLayer+h])
+			den += w
 		}
 		if den == 0 {
 			return 0
@@ -218,15 +216,14 @@ func (c *contextFit) headReduce(hd *head, h int, rv *rowView, d2 []float32, sel 
 		return num / den * rv.s.vScale[h]
 	default: // kindTopK
 		k := topK(d2, min(hd.spec.k, n), idx)
-		var num, den float64
-		for _, i := range k {
-			num += float64(rv.vbar[i*headsPerLayer+h])
-			den += float64(rv.cbar[i*headsPerLayer+h])
-		}
-		if den == 0 {
+		if len(k) == 0 {
 			return 0
 		}
-		return num / den * rv.s.vScale[h]
+		var num float64
+		for _, i := range k {
+			num += float64(rv.vbar[i*headsPerLayer+h])
+		}
+		return num / float64(len(k)) * rv.s.vScale[h]
 	}
 }
 

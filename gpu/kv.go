@@ -164,8 +164,8 @@ func (s *layerStore) putV(i int, v []float32) {
 // getK writes row i's dequantised key vectors into k.
 func (s *layerStore) getK(i int, k []float32) { s.decodeRow(i, s.kq, s.ks, s.kb, k) }
 
-// getV writes row i's dequantised value vectors into v: each head's value
-// channel holds hi+lo and its second channel 1, the row's count.
+// getV writes row i's dequantised values into v: each head's value
+// channel holds hi+lo; the second channel is left as decoded.
 func (s *layerStore) getV(i int, v []float32) {
 	s.decodeRow(i, s.vq, s.vs, s.vb, v)
 	qw := s.groups * quadWidth
@@ -178,7 +178,6 @@ func (s *layerStore) getV(i int, v []float32) {
 			} else {
 				v[o] += v[o+1]
 			}
-			v[o+1] = 1
 		}
 	}
 }
