@@ -227,7 +227,7 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 	// Long work (a big window, a slow model) must not look like a crash.
 	stop := keepAlive(msg, cfg.AckWait/3, cfg.MaxWork, func() {
 		cfg.Logger.Warn("handler still running after MaxWork; letting the message be delivered again",
-			"consumer", cfg.Durable, "task_id", taskID(msg.Headers()), "max_work", cfg.MaxWork)
+			"consumer", cfg.Durable, "task_id", schemas.TaskIDOf(msg.Headers()), "max_work", cfg.MaxWork)
 	})
 	defer stop()
 	defer func() {
@@ -243,7 +243,7 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 	if err == nil {
 		return
 	}
-	taskID := taskID(msg.Headers())
+	taskID := schemas.TaskIDOf(msg.Headers())
 	if ctx.Err() != nil && !IsPermanent(err) {
 		// Cut off by shutdown: hand the message back now rather than after AckWait.
 		cfg.Logger.Info("message released at shutdown", "consumer", cfg.Durable, "task_id", taskID)

@@ -73,7 +73,7 @@ func TestAcceptedTaskIsKnownAtOnce(t *testing.T) {
 		t.Fatalf("202 names no poll URL: %v", out)
 	}
 	code, out = do(t, mux, http.MethodGet, poll, "")
-	if code != http.StatusOK || out["status"] != schemas.StatusRunning || out["task_id"] == nil {
+	if code != http.StatusOK || out["status"] != string(schemas.StatusRunning) || out["task_id"] == nil {
 		t.Fatalf("GET %s: HTTP %d %v, want 200 running", poll, code, out)
 	}
 	if code, out := do(t, mux, http.MethodGet, "/api/v3/engine/plant/tasks/t_never", ""); code != http.StatusNotFound {

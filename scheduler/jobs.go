@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/regressd/regressd/schemas"
@@ -101,15 +100,11 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 		}
 		msgID = schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID+"|after:"+sum.TaskID, job.DryRun)
 	}
-	job.Schema = schemas.Version
 	job.TaskID = schemas.TaskID(msgID)
-	body, err := json.Marshal(job)
+	msg, err := schemas.NewJobMsg(job)
 	if err != nil {
 		return "", false, err
 	}
-	msg := &nats.Msg{Subject: schemas.SubjectJobs + schemas.SubjectToken(job.Trigger), Data: body, Header: nats.Header{}}
-	msg.Header.Set(schemas.HeaderSchema, schemas.Version)
-	msg.Header.Set(schemas.HeaderTask, job.TaskID)
 	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 	if err != nil {
 		return "", false, fmt.Errorf("publish job: %w", err)

@@ -2,20 +2,17 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sony/gobreaker/v2"
 
@@ -122,13 +119,9 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
-	meta, err := w.metas.Decode(msg.Headers().Get(schemas.HeaderTask))
-	if err != nil || meta.TaskID == "" {
-		return bus.Permanent(fmt.Errorf("batch without a readable task header: %v", err))
-	}
-	batchNo, err := strconv.Atoi(msg.Headers().Get(schemas.HeaderBatch))
-	if err != nil || batchNo < 0 || batchNo >= meta.Batches {
-		return bus.Permanent(fmt.Errorf("batch number %q out of range", msg.Headers().Get(schemas.HeaderBatch)))
+	meta, batchNo, err := w.metas.DecodeBatch(msg.Headers())
+	if err != nil {
+		return bus.Permanent(err)
 	}
 	rec, err := schemas.DecodeRecord(msg.Data(), schemas.QuerySchema(meta.Features))
 	if err != nil {
@@ -302,30 +295,23 @@ func callerStatus(err error) int {
 // publish sends a batch's predictions (or its failure, with the status a
 // caller should see when not 0) to the writer.
 func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int, rec arrow.RecordBatch, preds []float64, failure string, status int) error {
-	m := &nats.Msg{Subject: schemas.SubjectResults + schemas.SubjectToken(meta.Trigger), Header: nats.Header{}}
-	meta.SealedKey = "" // the writer never needs the key
-	hdr, _ := json.Marshal(meta)
-	m.Header.Set(schemas.HeaderSchema, schemas.Version)
-	m.Header.Set(schemas.HeaderTask, string(hdr))
-	m.Header.Set(schemas.HeaderBatch, strconv.Itoa(batchNo))
-	m.Header.Set("Regressd-Rows", strconv.FormatInt(rec.NumRows(), 10))
+	r := schemas.Result{Meta: meta, Batch: batchNo, Status: schemas.StatusOK, Rows: int(rec.NumRows())}
 	if failure != "" {
-		m.Header.Set(schemas.HeaderStatus, schemas.BatchFailed)
-		m.Header.Set(schemas.HeaderMessage, failure)
-		if status != 0 {
-			m.Header.Set(schemas.HeaderCode, strconv.Itoa(status))
-		}
+		r.Status, r.Message, r.Code = schemas.StatusFailed, failure, status
 	} else {
-		m.Header.Set(schemas.HeaderStatus, schemas.BatchOK)
 		out := resultRecord(rec.Column(0).(*array.Timestamp), preds)
 		body, err := schemas.EncodeRecord(out)
 		out.Release()
 		if err != nil {
 			return err
 		}
-		m.Data = body
+		r.Body = body
 	}
-	_, err := w.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+strconv.Itoa(batchNo)))
+	m, err := schemas.NewResultMsg(r)
+	if err != nil {
+		return err
+	}
+	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(schemas.BatchMsgID(meta.TaskID, batchNo)))
 	return err
 }
 

@@ -10,16 +10,17 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/regressd/regressd/bus"
@@ -67,7 +68,7 @@ type pending struct {
 // outcome is a result's write: its error, or the task's status after it
 // ("" when unknown: a verdict, or a result written before).
 type outcome struct {
-	status string
+	status schemas.Status
 	err    error
 }
 
@@ -158,50 +159,35 @@ func (w *Writer) write(ctx context.Context, r result) outcome {
 	}
 }
 
-// result is a decoded result message.
+// result is a decoded result message: its headers and its predictions.
 type result struct {
-	meta   schemas.TaskMeta
-	batch  int
-	status string
-	msg    string
-	code   int
-	rows   int
+	schemas.Result
 	points []tsdb.Point
 }
 
 func (w *Writer) decode(msg jetstream.Msg) (result, error) {
 	var r result
-	h := msg.Headers()
 	var err error
-	if r.meta, err = w.metas.Decode(h.Get(schemas.HeaderTask)); err != nil || r.meta.TaskID == "" {
-		return r, fmt.Errorf("result without a readable task header: %v", err)
+	if r.Result, err = w.metas.DecodeResult(msg.Headers()); err != nil {
+		return r, err
 	}
-	if r.batch, err = strconv.Atoi(h.Get(schemas.HeaderBatch)); err != nil || r.batch < -1 || r.batch >= max(r.meta.Batches, 1) {
-		return r, fmt.Errorf("result batch %q out of range", h.Get(schemas.HeaderBatch))
+	if r.Status != schemas.StatusOK {
+		return r, nil
 	}
-	r.status, r.msg = h.Get(schemas.HeaderStatus), h.Get(schemas.HeaderMessage)
-	r.code, _ = strconv.Atoi(h.Get(schemas.HeaderCode))
-	r.rows, _ = strconv.Atoi(h.Get("Regressd-Rows"))
-	switch r.status {
-	case schemas.BatchOK:
-		rec, err := schemas.DecodeRecord(msg.Data(), schemas.ResultSchema)
-		if err != nil {
-			return r, err
+	rec, err := schemas.DecodeRecord(msg.Data(), schemas.ResultSchema)
+	if err != nil {
+		return r, err
+	}
+	defer rec.Release()
+	times := rec.Column(0).(*array.Timestamp)
+	vals := rec.Column(1).(*array.Float64)
+	r.Rows = int(rec.NumRows())
+	r.points = make([]tsdb.Point, 0, rec.NumRows())
+	for i := 0; i < int(rec.NumRows()); i++ {
+		if vals.IsNull(i) {
+			continue // the model gave no prediction for this row
 		}
-		defer rec.Release()
-		times := rec.Column(0).(*array.Timestamp)
-		vals := rec.Column(1).(*array.Float64)
-		r.rows = int(rec.NumRows())
-		r.points = make([]tsdb.Point, 0, rec.NumRows())
-		for i := 0; i < int(rec.NumRows()); i++ {
-			if vals.IsNull(i) {
-				continue // the model gave no prediction for this row
-			}
-			r.points = append(r.points, tsdb.Point{Time: times.Value(i).ToTime(arrow.Microsecond).UTC(), Value: vals.Value(i)})
-		}
-	case schemas.BatchFailed, schemas.TaskSkipped:
-	default:
-		return r, fmt.Errorf("result status %q unknown", r.status)
+		r.points = append(r.points, tsdb.Point{Time: times.Value(i).ToTime(arrow.Microsecond).UTC(), Value: vals.Value(i)})
 	}
 	return r, nil
 }
@@ -215,7 +201,7 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if o.err != nil {
 		return o.err
 	}
-	s, err := w.publishSummary(ctx, r.meta.TaskID, o.status)
+	s, err := w.publishSummary(ctx, r.Meta.TaskID, o.status)
 	if err != nil {
 		return err
 	}
@@ -224,7 +210,7 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := msg.Ack(); err != nil {
 		return err
 	}
-	w.forgetContext(ctx, s, r.meta.ContextNUID)
+	w.forgetContext(ctx, s, r.Meta.ContextNUID)
 	return nil
 }
 
@@ -258,7 +244,7 @@ func (w *Writer) applyGroup(ctx context.Context, group []*pending) []outcome {
 	// One order for every transaction: two groups that share tasks then
 	// lock their ledger rows in the same order and cannot deadlock.
 	slices.SortFunc(group, func(a, b *pending) int {
-		return cmp.Or(strings.Compare(a.r.meta.TaskID, b.r.meta.TaskID), cmp.Compare(a.r.batch, b.r.batch))
+		return cmp.Or(strings.Compare(a.r.Meta.TaskID, b.r.Meta.TaskID), cmp.Compare(a.r.Batch, b.r.Batch))
 	})
 	rs := make([]result, len(group))
 	for i, p := range group {
@@ -287,18 +273,18 @@ func (w *Writer) applyGroup(ctx context.Context, group []*pending) []outcome {
 // 409: no retry would help, and the task must end rather than wait.
 func (w *Writer) apply(ctx context.Context, r result) outcome {
 	statuses, err := w.commit(ctx, []result{r})
-	if (errors.Is(err, tsdb.ErrIncompatible) || errors.Is(err, tsdb.ErrRefused)) && r.status == schemas.BatchOK {
-		w.log.Error("batch not written", "task_id", r.meta.TaskID, "batch", r.batch, "err", err)
+	if (errors.Is(err, tsdb.ErrIncompatible) || errors.Is(err, tsdb.ErrRefused)) && r.Status == schemas.StatusOK {
+		w.log.Error("batch not written", "task_id", r.Meta.TaskID, "batch", r.Batch, "err", err)
 		msg := err.Error()
 		if errors.Is(err, tsdb.ErrRefused) {
-			msg = fmt.Sprintf("%s: %v", tsdb.RegressedName(r.meta.Measurement), err)
+			msg = fmt.Sprintf("%s: %v", tsdb.RegressedName(r.Meta.Measurement), err)
 		}
-		r.status, r.msg, r.points, r.code = schemas.BatchFailed, msg, nil, http.StatusConflict
+		r.Status, r.Message, r.points, r.Code = schemas.StatusFailed, msg, nil, http.StatusConflict
 		statuses, err = w.commit(ctx, []result{r})
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
-		w.forget(r.meta.TaskID) // the task row went away: create it again on the retry
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation {
+		w.forget(r.Meta.TaskID) // the task row went away: create it again on the retry
 	}
 	if err != nil {
 		return outcome{err: err}
@@ -308,11 +294,12 @@ func (w *Writer) apply(ctx context.Context, r result) outcome {
 
 // commit writes results in one transaction, after their tasks' ledger rows,
 // and returns for each the status its handler publishes (see applyIn).
-func (w *Writer) commit(ctx context.Context, rs []result) ([]string, error) {
+func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, error) {
 	if err := w.ensureTaskRows(ctx, rs); err != nil {
 		return nil, err
 	}
-	var statuses, ensured []string
+	var statuses []schemas.Status
+	var ensured []string
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
 		statuses, ensured, err = w.applyIn(ctx, tx, rs)
@@ -335,11 +322,11 @@ func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
 	var b pgx.Batch
 	var queued []schemas.TaskMeta
 	for i, r := range rs {
-		if w.isKnown(r.meta.TaskID) || (i > 0 && rs[i-1].meta.TaskID == r.meta.TaskID) {
+		if w.isKnown(r.Meta.TaskID) || (i > 0 && rs[i-1].Meta.TaskID == r.Meta.TaskID) {
 			continue
 		}
-		queueTask(&b, r.meta)
-		queued = append(queued, r.meta)
+		queueTask(&b, r.Meta)
+		queued = append(queued, r.Meta)
 	}
 	if len(queued) == 0 {
 		return nil
@@ -357,7 +344,7 @@ func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
 
 // statusCovered is the status of a result whose task's summary a later
 // result of the same transaction publishes: its handler publishes nothing.
-const statusCovered = "covered"
+const statusCovered schemas.Status = "covered"
 
 // applyIn writes results (sorted by task and batch) in tx: their batches
 // claimed, their predictions (the points of one table in one COPY) and the
@@ -366,7 +353,7 @@ const statusCovered = "covered"
 // publishes: the task's status after the transaction, statusCovered where a
 // later result of the task carries it, or "" when unknown (a verdict, or a
 // result written before).
-func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses, ensured []string, err error) {
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses []schemas.Status, ensured []string, err error) {
 	fresh, err := claimBatches(ctx, tx, rs)
 	if err != nil {
 		return nil, nil, err
@@ -378,27 +365,27 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses,
 	for i, r := range rs {
 		switch {
 		case !fresh[i]:
-			w.log.Debug("result already written; redelivery ignored", "task_id", r.meta.TaskID, "batch", r.batch)
+			w.log.Debug("result already written; redelivery ignored", "task_id", r.Meta.TaskID, "batch", r.Batch)
 			continue
-		case r.batch < 0:
-			if err := settleVerdict(ctx, tx, r.meta.TaskID, r.status, r.msg, r.code); err != nil {
+		case r.Batch < 0:
+			if err := settleVerdict(ctx, tx, r.Meta.TaskID, r.Status, r.Message, r.Code); err != nil {
 				return nil, nil, err
 			}
 			continue
 		}
 		out[i] = &settled{}
-		if r.status != schemas.BatchOK {
+		if r.Status != schemas.StatusOK {
 			continue
 		}
-		if r.meta.DryRun {
+		if r.Meta.DryRun {
 			out[i].preview = make([]schemas.Prediction, len(r.points))
 			for k, p := range r.points {
 				out[i].preview[k] = schemas.Prediction{Time: p.Time, Value: p.Value}
 			}
 			continue
 		}
-		series := tsdb.Series{Measurement: r.meta.Measurement, Target: r.meta.Target, Model: r.meta.Model,
-			TagColumns: r.meta.TagColumns, Tags: r.meta.Series}
+		series := tsdb.Series{Measurement: r.Meta.Measurement, Target: r.Meta.Target, Model: r.Meta.Model,
+			TagColumns: r.Meta.TagColumns, Tags: r.Meta.Series}
 		if key := tableKey(series); !ready[key] {
 			k, err := w.ensure(ctx, tx, series)
 			if err != nil {
@@ -409,7 +396,7 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses,
 			}
 			ready[key] = true
 		}
-		writes, writers = append(writes, tsdb.Write{Series: series, Points: r.points, KeepExisting: r.meta.SkipExisting}), append(writers, i)
+		writes, writers = append(writes, tsdb.Write{Series: series, Points: r.points, KeepExisting: r.Meta.SkipExisting}), append(writers, i)
 	}
 	written, err := tsdb.WriteGroup(ctx, tx, writes)
 	if err != nil {
@@ -422,14 +409,14 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses,
 	if err != nil {
 		return nil, nil, err
 	}
-	statuses = make([]string, len(rs))
+	statuses = make([]schemas.Status, len(rs))
 	for i, r := range rs {
 		if out[i] == nil {
 			continue
 		}
-		w.log.Debug("result written", "task_id", r.meta.TaskID, "batch", r.batch, "status", r.status, "written", out[i].written)
-		statuses[i] = tasks[r.meta.TaskID]
-		for j := i + 1; j < len(rs) && rs[j].meta.TaskID == r.meta.TaskID; j++ {
+		w.log.Debug("result written", "task_id", r.Meta.TaskID, "batch", r.Batch, "status", r.Status, "written", out[i].written)
+		statuses[i] = tasks[r.Meta.TaskID]
+		for j := i + 1; j < len(rs) && rs[j].Meta.TaskID == r.Meta.TaskID; j++ {
 			if out[j] != nil && statuses[i] != schemas.StatusRunning {
 				statuses[i] = statusCovered
 				break
@@ -538,7 +525,7 @@ func (w *Writer) ensure(ctx context.Context, tx pgx.Tx, s tsdb.Series) (string, 
 // progressEvery by this writer (each publication costs two round trips).
 // status is the task's status after the result when known: a task known to
 // be running has its ledger read only when its progress is due.
-func (w *Writer) publishSummary(ctx context.Context, taskID, status string) (schemas.TaskSummary, error) {
+func (w *Writer) publishSummary(ctx context.Context, taskID string, status schemas.Status) (schemas.TaskSummary, error) {
 	if status == statusCovered {
 		return schemas.TaskSummary{TaskID: taskID}, nil
 	}
@@ -567,7 +554,7 @@ func (w *Writer) publishSummary(ctx context.Context, taskID, status string) (sch
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			continue // raced with another writer: read again
 		}
-		if err != nil && (strings.Contains(err.Error(), "maximum") || strings.Contains(err.Error(), "too large")) {
+		if tooLarge(err) {
 			s.Predictions = nil
 			s.Message = strings.TrimSpace(s.Message + " (dry-run predictions too many to return; run with a smaller window)")
 			b, _ = json.Marshal(s)
@@ -579,6 +566,12 @@ func (w *Writer) publishSummary(ctx context.Context, taskID, status string) (sch
 		return s, fmt.Errorf("publish task summary: %w", err)
 	}
 	return s, nil
+}
+
+// tooLarge reports whether a summary was refused for its size: by the
+// task bucket's largest value, or by the server's largest message.
+func tooLarge(err error) bool {
+	return errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) || errors.Is(err, nats.ErrMaxPayload)
 }
 
 // putSummary stores b unless the stored summary has seen as much of the
@@ -620,22 +613,16 @@ func newer(s, old schemas.TaskSummary) bool {
 // onDeadLetter settles a dead-lettered result of a real task as a failed
 // batch (or a failed verdict), so the task still completes.
 func (w *Writer) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
-	r := result{status: schemas.BatchFailed, code: 500}
-	if err := json.Unmarshal([]byte(dl.Header.Get(schemas.HeaderTask)), &r.meta); err != nil || r.meta.TaskID == "" {
+	var r result
+	var err error
+	if r.Result, err = w.metas.DecodeResult(dl.Header); err != nil && !errors.Is(err, schemas.ErrUnknownStatus) {
 		return nil // belongs to no task we can name
 	}
-	var err error
-	if r.batch, err = strconv.Atoi(dl.Header.Get(schemas.HeaderBatch)); err != nil || r.batch < -1 || r.batch >= max(r.meta.Batches, 1) {
-		return nil
-	}
-	if r.batch < 0 {
-		r.status = schemas.TaskFailed
-	}
-	r.rows, _ = strconv.Atoi(dl.Header.Get("Regressd-Rows"))
-	r.msg = "result dead-lettered (see 'regressd dlq list'): " + dl.Reason
+	r.Status, r.Code, r.Body = schemas.StatusFailed, http.StatusInternalServerError, nil
+	r.Message = "result dead-lettered (see 'regressd dlq list'): " + dl.Reason
 	if o := w.apply(ctx, r); o.err != nil {
 		return o.err
 	}
-	_, err = w.publishSummary(ctx, r.meta.TaskID, "")
+	_, err = w.publishSummary(ctx, r.Meta.TaskID, "")
 	return err
 }

@@ -156,7 +156,7 @@ func (bp *benchPipeline) call(ctx context.Context, trigger string, start, end ti
 		Status  string `json:"status"`
 		Message string `json:"message"`
 		Result  struct {
-			Status  string `json:"status"`
+			Status  schemas.Status `json:"status"`
 			Written int    `json:"written"`
 		} `json:"result"`
 	}

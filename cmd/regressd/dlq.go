@@ -206,12 +206,7 @@ func entryOf(seq uint64, ts time.Time, subject string, h nats.Header, size int) 
 	e := deadLetterEntry{Seq: seq, Time: ts.UTC(), Subject: subject, Origin: h.Get(schemas.HeaderOrigin),
 		Consumer: h.Get(bus.HeaderConsumer), Reason: h.Get(schemas.HeaderReason), Bytes: size}
 	e.Deliveries, _ = strconv.Atoi(h.Get(bus.HeaderDeliveries))
-	e.TaskID = h.Get(schemas.HeaderTask)
-	if strings.HasPrefix(e.TaskID, "{") {
-		var m schemas.TaskMeta
-		json.Unmarshal([]byte(e.TaskID), &m)
-		e.TaskID = m.TaskID
-	}
+	e.TaskID = schemas.TaskIDOf(h)
 	return e
 }
 

@@ -232,7 +232,7 @@ func TestDLQRetryRepairs(t *testing.T) {
 		Features: []string{"x1", "x2"}, Batches: 2, Start: t0, End: t0.Add(100 * time.Hour), RequestTimeout: schemas.Duration(time.Minute)})
 	e.publishRaw("regress.dlq.regress_results.rp", map[string]string{
 		schemas.HeaderSchema: schemas.Version, schemas.HeaderTask: string(meta), schemas.HeaderBatch: strconv.Itoa(failedBatch),
-		schemas.HeaderStatus: schemas.BatchOK, schemas.HeaderReason: "gave up after 50 deliveries: database unreachable",
+		schemas.HeaderStatus: string(schemas.StatusOK), schemas.HeaderReason: "gave up after 50 deliveries: database unreachable",
 		schemas.HeaderOrigin: "REGRESS_RESULTS:9999:regress.results.rp"}, body)
 
 	// A job that never ran, as the producer would have dead-lettered it.

@@ -354,20 +354,20 @@ func seqNote(seq uint64) string {
 
 // summarize prints what the replay did; an error when a task failed.
 func (c *replayCommand) summarize(jobs []*replayJob, from string, took time.Duration) error {
-	counts := map[string]int{}
+	counts := map[schemas.Status]int{}
 	written, skippedRows := 0, 0
 	var problems []string
 	for _, j := range jobs {
 		status := j.sum.Status
 		if j.err != nil && !j.sum.Done() {
-			status = "unfinished"
+			status = unfinished
 		}
 		counts[status]++
 		written += j.sum.Written
 		skippedRows += j.sum.SkippedExisting
 		window := fmt.Sprintf("[%s, %s)", j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339))
 		switch {
-		case status == "unfinished":
+		case status == unfinished:
 			problems = append(problems, fmt.Sprintf("  %s %s: %v", orDash(j.taskID), window, j.err))
 		case status == schemas.StatusFailed || status == schemas.StatusPartial:
 			problems = append(problems, fmt.Sprintf("  %s %s %s: %s", j.taskID, window, status, j.sum.Message))
@@ -376,7 +376,7 @@ func (c *replayCommand) summarize(jobs []*replayJob, from string, took time.Dura
 	w := c.m.Stdout
 	fmt.Fprintf(w, "replayed trigger %s: %d window(s) %s; took %v\n", c.trigger, len(jobs), from, took.Round(time.Millisecond))
 	var parts []string
-	for _, s := range []string{schemas.StatusSuccess, schemas.StatusSkipped, schemas.StatusPartial, schemas.StatusFailed, schemas.StatusRunning, "unfinished"} {
+	for _, s := range []schemas.Status{schemas.StatusSuccess, schemas.StatusSkipped, schemas.StatusPartial, schemas.StatusFailed, schemas.StatusRunning, unfinished} {
 		if counts[s] > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
 		}
@@ -393,8 +393,11 @@ func (c *replayCommand) summarize(jobs []*replayJob, from string, took time.Dura
 	for _, p := range problems {
 		fmt.Fprintln(w, p)
 	}
-	if n := counts[schemas.StatusFailed] + counts["unfinished"]; n > 0 {
+	if n := counts[schemas.StatusFailed] + counts[unfinished]; n > 0 {
 		return fmt.Errorf("%d of %d replayed window(s) failed or did not finish", n, len(jobs))
 	}
 	return nil
 }
+
+// unfinished counts the windows whose task did not end while replay waited.
+const unfinished schemas.Status = "unfinished"

@@ -12,13 +12,13 @@ import (
 
 // publishVerdict sends the result a producer sends for a task that ends before the
 // model: no batches, a status and a message.
-func (e *env) publishVerdict(trigger, taskID, status, msg string) {
+func (e *env) publishVerdict(trigger, taskID string, status schemas.Status, msg string) {
 	e.t.Helper()
 	meta, _ := json.Marshal(schemas.TaskMeta{TaskID: taskID, Trigger: trigger, Measurement: trigger, Target: "y",
 		Model: defaultModel(), Features: []string{"x1", "x2"}, Start: t0, End: t0.Add(100 * time.Hour),
 		RequestTimeout: schemas.Duration(time.Minute)})
 	e.publishRaw(schemas.SubjectResults+trigger, map[string]string{schemas.HeaderSchema: schemas.Version,
-		schemas.HeaderTask: string(meta), schemas.HeaderBatch: "-1", schemas.HeaderStatus: status,
+		schemas.HeaderTask: string(meta), schemas.HeaderBatch: "-1", schemas.HeaderStatus: string(status),
 		schemas.HeaderMessage: msg, "Regressd-Code": "200"}, nil)
 }
 
@@ -36,7 +36,7 @@ func TestVerdictNeverOverridesBatches(t *testing.T) {
 		t.Fatalf("run: %v", out)
 	}
 	id := out["task_id"].(string)
-	e.publishVerdict("vb", id, schemas.TaskSkipped, "no rows to predict")
+	e.publishVerdict("vb", id, schemas.StatusSkipped, "no rows to predict")
 	waitUntil(t, 15*time.Second, func() bool {
 		return e.count(`SELECT count(*) FROM regressd_task_batches WHERE task_id = $1 AND batch_no = -1`, id) == 1
 	}, "the late verdict recorded")
@@ -52,7 +52,7 @@ func TestVerdictNeverOverridesBatches(t *testing.T) {
 	// ends as its batches say.
 	e.makeTable(seriesSpec{table: "vr", start: t0, rows: 100, gapEach: 5})
 	const id2 = "t_verdict_then_batches"
-	e.publishVerdict("vr", id2, schemas.TaskFailed, "the job was dead-lettered")
+	e.publishVerdict("vr", id2, schemas.StatusFailed, "the job was dead-lettered")
 	waitUntil(t, 15*time.Second, func() bool {
 		return e.count(`SELECT count(*) FROM regressd_tasks WHERE task_id = $1 AND status = 'failed'`, id2) == 1
 	}, "the verdict settled the task")
