@@ -157,7 +157,7 @@ func (bp *benchPipeline) call(ctx context.Context, trigger string, start, end ti
 		Message string `json:"message"`
 		Result  struct {
 			Status  schemas.Status `json:"status"`
-			Written int    `json:"written"`
+			Written int            `json:"written"`
 		} `json:"result"`
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
