@@ -179,7 +179,9 @@ func lastToken(subject string) string {
 	return subject
 }
 
+// truncate puts s on one line and cuts it to n bytes.
 func truncate(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) <= n {
 		return s
 	}

@@ -45,16 +45,20 @@ func (e *env) publishRaw(subject string, hdr map[string]string, data []byte) {
 	}
 }
 
-func (e *env) dlqEntries(filter string) []deadLetterEntry {
+func (e *env) dlqEntries(filter string) []bus.DeadLetterEntry {
 	e.t.Helper()
-	entries, err := readDLQ(context.Background(), e.st.js, filter, nil)
+	q, err := bus.OpenDLQ(context.Background(), e.st.js)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	entries, err := q.List(context.Background(), filter, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return entries
 }
 
-func (e *env) waitDLQ(n int, within time.Duration) []deadLetterEntry {
+func (e *env) waitDLQ(n int, within time.Duration) []bus.DeadLetterEntry {
 	e.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -149,7 +153,7 @@ func TestPoisonMessagesReachDLQ(t *testing.T) {
 		t.Fatalf("dlq list: %v\n%s", err, text)
 	}
 	text, err = e.dlqCLI("list", "--stream", "batches", "--json")
-	var entries []deadLetterEntry
+	var entries []bus.DeadLetterEntry
 	if err != nil || json.Unmarshal([]byte(text), &entries) != nil || len(entries) != 3 {
 		t.Fatalf("dlq list --stream batches --json: %v\n%s", err, text)
 	}
