@@ -248,7 +248,7 @@ func ParseEngineBody(body []byte, triggerArgs map[string]string) (EngineRequest,
 				errs = append(errs, fmt.Errorf("%s must be an ISO 8601 string", k))
 				continue
 			}
-			t, err := parseTime(s)
+			t, err := ParseTime(s)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %v", k, err))
 				continue
@@ -332,15 +332,6 @@ func bodyString(k string, v json.RawMessage) (string, error) {
 		return "", errors.New(`tags must be "k:v k2:v2" or an object of strings`)
 	}
 	return "", fmt.Errorf("%s must be a string", k)
-}
-
-func parseTime(s string) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q is not an ISO 8601 timestamp (e.g. 2026-01-02T15:04:05Z)", s)
 }
 
 func writeFailed(w http.ResponseWriter, status int, taskID, msg string) {

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
 )
@@ -94,15 +92,6 @@ func (c *replayCommand) flags() *flag.FlagSet {
 	return fs
 }
 
-// replayJob is one window to run.
-type replayJob struct {
-	job    schemas.Job
-	seq    uint64 // REGRESS_JOBS sequence it came from; 0 for a range window
-	taskID string
-	sum    schemas.TaskSummary
-	err    error
-}
-
 func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	fs := c.flags()
 	if err := c.m.parse(fs, args); err != nil {
@@ -124,15 +113,17 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	if err := c.common.openBus(ctx, st, "regressd-replay"); err != nil {
 		return err
 	}
-	if err := c.checkTrigger(ctx, st.js, history); err != nil {
+	if err := scheduler.CheckReplayable(ctx, st.js, c.trigger, history); err != nil {
 		return err
 	}
-	var jobs []*replayJob
+	var jobs []*scheduler.ReplayWindow
 	var from string
 	if history {
-		jobs, from, err = c.fromHistory(ctx, st.js, now)
+		span, text := c.span(now)
+		from = text
+		jobs, err = scheduler.HistoryWindows(ctx, st.js, c.trigger, span, c.currentArgs)
 	} else {
-		jobs, _, err = c.fromRange(ctx, st.js, now)
+		jobs, err = c.fromRange(ctx, st, now)
 		from = rangeText(jobs)
 	}
 	if err != nil {
@@ -145,7 +136,7 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	if c.dryRun {
 		fmt.Fprintf(c.m.Stdout, "would re-run %d window(s) %s (trigger %s):\n", len(jobs), from, c.trigger)
 		for _, j := range jobs {
-			fmt.Fprintf(c.m.Stdout, "  [%s, %s)%s\n", j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339), seqNote(j.seq))
+			fmt.Fprintf(c.m.Stdout, "  [%s, %s)%s\n", j.Job.Start.Format(time.RFC3339), j.Job.End.Format(time.RFC3339), seqNote(j.Seq))
 		}
 		return nil
 	}
@@ -167,9 +158,42 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	runID := "replay-" + now.Format("20060102T150405Z") + "-" + hex.EncodeToString(rid)
 	began := time.Now()
 	bar := newReplayProgress(c.m.Stderr, len(jobs))
-	c.execute(ctx, pub, jobs, runID, seal, bar)
+	scheduler.Replay{Trigger: c.trigger, RunID: runID, Parallel: c.parallel, NoWait: c.noWait, Seal: seal, Done: bar.add}.Run(ctx, pub, jobs)
 	bar.finish()
 	return c.summarize(jobs, from, time.Since(began))
+}
+
+// span is the history the flags select, and its description.
+func (c *replayCommand) span(now time.Time) (scheduler.HistorySpan, string) {
+	var span scheduler.HistorySpan
+	var from string
+	if c.since != "" {
+		span.Since, _ = scheduler.ParseWhen(c.since, now) // validated
+		from = "published since " + span.Since.Format(time.RFC3339)
+	} else {
+		span.FromSeq = c.fromSeq
+		from = fmt.Sprintf("from REGRESS_JOBS sequence %d", c.fromSeq)
+	}
+	if c.until != "" {
+		span.Until, _ = scheduler.ParseWhen(c.until, now)
+		from += " until " + span.Until.Format(time.RFC3339)
+	}
+	return span, from
+}
+
+// fromRange cuts --start/--end into windows of --step.
+func (c *replayCommand) fromRange(ctx context.Context, st *stack, now time.Time) ([]*scheduler.ReplayWindow, error) {
+	start, _ := scheduler.ParseWhen(c.start, now) // validated
+	end, _ := scheduler.ParseWhen(c.end, now)
+	var step time.Duration
+	if c.step != "" {
+		d, err := schemas.ParseDuration(c.step)
+		if err != nil {
+			return nil, fmt.Errorf("--step: %w", err)
+		}
+		step = time.Duration(d)
+	}
+	return scheduler.RangeWindows(ctx, st.js, c.trigger, start, end, step)
 }
 
 // validate checks the flag combination; history says which form it is.
@@ -210,13 +234,13 @@ func (c *replayCommand) validateSpan(now time.Time) error {
 		var f, t time.Time
 		var err error
 		if from != "" {
-			if f, err = parseWhen(fromFlag, from, now); err != nil {
-				return err
+			if f, err = scheduler.ParseWhen(from, now); err != nil {
+				return fmt.Errorf("--%s %q: %w", fromFlag, from, err)
 			}
 		}
 		if to != "" {
-			if t, err = parseWhen(toFlag, to, now); err != nil {
-				return err
+			if t, err = scheduler.ParseWhen(to, now); err != nil {
+				return fmt.Errorf("--%s %q: %w", toFlag, to, err)
 			}
 		}
 		if from != "" && to != "" && !f.Before(t) {
@@ -230,35 +254,13 @@ func (c *replayCommand) validateSpan(now time.Time) error {
 	return check("start", c.start, "end", c.end)
 }
 
-// checkTrigger refuses a trigger that does not exist or is disabled, as the
-// engine endpoint does (404, 409). Past jobs carry the arguments they ran
-// with, so replay could run a deleted trigger's jobs; it does not, because
-// running a trigger nobody can see or switch off is not what an operator
-// who deleted or disabled it asked for.
-func (c *replayCommand) checkTrigger(ctx context.Context, js jetstream.JetStream, history bool) error {
-	store, err := scheduler.OpenStore(ctx, js)
-	if err != nil {
-		return err
-	}
-	t, err := store.Get(ctx, c.trigger)
-	switch {
-	case errors.Is(err, scheduler.ErrTriggerNotFound) && history:
-		return fmt.Errorf("trigger %q: %w (see 'regressd trigger list'); replay runs only existing triggers: a deleted trigger's past jobs stay in %s, and creating it again lets replay run them with the arguments they ran with", c.trigger, err, schemas.StreamJobs)
-	case err != nil:
-		return fmt.Errorf("trigger %q: %w (see 'regressd trigger list')", c.trigger, err)
-	case t.Disabled:
-		return fmt.Errorf("trigger %q is disabled, and replay does not run a disabled trigger; enable it with 'regressd trigger enable %s'", c.trigger, c.trigger)
-	}
-	return nil
-}
-
 // rangeText describes the windows a range was cut into: their length and
 // the range ("of 24h in [start, end)").
-func rangeText(jobs []*replayJob) string {
+func rangeText(jobs []*scheduler.ReplayWindow) string {
 	if len(jobs) == 0 {
 		return ""
 	}
-	first, last := jobs[0].job, jobs[len(jobs)-1].job
+	first, last := jobs[0].Job, jobs[len(jobs)-1].Job
 	return fmt.Sprintf("of %s in [%s, %s)", shortDuration(first.End.Sub(first.Start)),
 		first.Start.Format(time.RFC3339), last.End.Format(time.RFC3339))
 }
@@ -275,76 +277,6 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// execute runs the jobs, at most --parallel at once and never two whose
-// windows overlap, each published when it starts so its sealed key is fresh.
-func (c *replayCommand) execute(ctx context.Context, pub *scheduler.Publisher, jobs []*replayJob, runID string, seal func() (string, error), bar *replayProgress) {
-	type done struct{ j *replayJob }
-	finished := make(chan done)
-	var running []*replayJob
-	pending := append([]*replayJob(nil), jobs...)
-	start := func(j *replayJob) {
-		sealed, err := seal()
-		if err != nil {
-			j.err = fmt.Errorf("seal key: %w", err)
-			return
-		}
-		job := j.job
-		job.Trigger, job.DryRun, job.Origin, job.SealedKey, job.Requested = c.trigger, false, "replay", sealed, time.Now().UTC()
-		if j.taskID, _, j.err = pub.Publish(ctx, job, runID); j.err != nil {
-			return
-		}
-		if c.noWait {
-			j.sum.Status = schemas.StatusRunning
-			return
-		}
-		running = append(running, j)
-		go func() {
-			j.sum, j.err = pub.Wait(ctx, j.taskID)
-			finished <- done{j}
-		}()
-	}
-	for len(pending) > 0 || len(running) > 0 {
-		for i := 0; i < len(pending) && len(running) < c.parallel && ctx.Err() == nil; {
-			j := pending[i]
-			if overlapsAny(j, running) {
-				i++
-				continue
-			}
-			pending = append(pending[:i], pending[i+1:]...)
-			start(j)
-			if j.err != nil || c.noWait {
-				bar.add(j)
-			}
-		}
-		if len(running) == 0 {
-			if ctx.Err() != nil || len(pending) == 0 {
-				break
-			}
-			continue
-		}
-		d := <-finished
-		for i, r := range running {
-			if r == d.j {
-				running = append(running[:i], running[i+1:]...)
-				break
-			}
-		}
-		bar.add(d.j)
-	}
-	for _, j := range pending {
-		j.err = errors.New("not started: " + fmt.Sprint(ctx.Err()))
-	}
-}
-
-func overlapsAny(j *replayJob, running []*replayJob) bool {
-	for _, r := range running {
-		if j.job.Start.Before(r.job.End) && r.job.Start.Before(j.job.End) {
-			return true
-		}
-	}
-	return false
-}
-
 func seqNote(seq uint64) string {
 	if seq == 0 {
 		return ""
@@ -353,24 +285,24 @@ func seqNote(seq uint64) string {
 }
 
 // summarize prints what the replay did; an error when a task failed.
-func (c *replayCommand) summarize(jobs []*replayJob, from string, took time.Duration) error {
+func (c *replayCommand) summarize(jobs []*scheduler.ReplayWindow, from string, took time.Duration) error {
 	counts := map[schemas.Status]int{}
 	written, skippedRows := 0, 0
 	var problems []string
 	for _, j := range jobs {
-		status := j.sum.Status
-		if j.err != nil && !j.sum.Done() {
+		status := j.Summary.Status
+		if j.Err != nil && !j.Summary.Done() {
 			status = unfinished
 		}
 		counts[status]++
-		written += j.sum.Written
-		skippedRows += j.sum.SkippedExisting
-		window := fmt.Sprintf("[%s, %s)", j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339))
+		written += j.Summary.Written
+		skippedRows += j.Summary.SkippedExisting
+		window := fmt.Sprintf("[%s, %s)", j.Job.Start.Format(time.RFC3339), j.Job.End.Format(time.RFC3339))
 		switch {
 		case status == unfinished:
-			problems = append(problems, fmt.Sprintf("  %s %s: %v", orDash(j.taskID), window, j.err))
+			problems = append(problems, fmt.Sprintf("  %s %s: %v", orDash(j.TaskID), window, j.Err))
 		case status == schemas.StatusFailed || status == schemas.StatusPartial:
-			problems = append(problems, fmt.Sprintf("  %s %s %s: %s", j.taskID, window, status, j.sum.Message))
+			problems = append(problems, fmt.Sprintf("  %s %s %s: %s", j.TaskID, window, status, j.Summary.Message))
 		}
 	}
 	w := c.m.Stdout
@@ -385,8 +317,8 @@ func (c *replayCommand) summarize(jobs []*replayJob, from string, took time.Dura
 	if c.noWait {
 		fmt.Fprintln(w, "  --no-wait: tasks are running; follow them with GET /api/v3/engine/<trigger>/tasks/<task_id>")
 		for _, j := range jobs {
-			if j.taskID != "" {
-				fmt.Fprintf(w, "  %s [%s, %s)\n", j.taskID, j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339))
+			if j.TaskID != "" {
+				fmt.Fprintf(w, "  %s [%s, %s)\n", j.TaskID, j.Job.Start.Format(time.RFC3339), j.Job.End.Format(time.RFC3339))
 			}
 		}
 	}

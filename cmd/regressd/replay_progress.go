@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
 )
 
@@ -35,10 +36,10 @@ func newReplayProgress(w io.Writer, total int) *replayProgress {
 }
 
 // add counts a finished (or failed to start) window.
-func (p *replayProgress) add(j *replayJob) {
+func (p *replayProgress) add(j *scheduler.ReplayWindow) {
 	p.done++
-	p.written += j.sum.Written
-	if j.err != nil || j.sum.Status == schemas.StatusFailed {
+	p.written += j.Summary.Written
+	if j.Err != nil || j.Summary.Status == schemas.StatusFailed {
 		p.failed++
 	}
 	p.draw(p.done == p.total)
