@@ -211,7 +211,7 @@ func predictEndpoint(baseURL string) (string, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !isLoopback(u.Hostname()) {
+		if !IsLoopbackHost(u.Hostname()) {
 			return "", fmt.Errorf("gateway URL %q: must be https (plain http is allowed only on loopback), or the API key would cross the network in clear", baseURL)
 		}
 	default:
@@ -225,7 +225,9 @@ func predictEndpoint(baseURL string) (string, error) {
 	return u.String(), nil
 }
 
-func isLoopback(host string) bool {
+// IsLoopbackHost reports whether host (a name or an address, no port) is
+// the loopback interface.
+func IsLoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}

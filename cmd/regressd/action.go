@@ -36,7 +36,8 @@ func exitCode(err error) int {
 
 // parse parses args into fs. Help asked for (-h, --help) prints the usage on
 // stdout and returns flag.ErrHelp, a success; a bad flag prints the flag
-// package's message and the usage on stderr and returns a usageError. The
+// package's message and the usage on stderr and returns a usageError.
+// Secret flags not given take their environment variables then. The
 // fs.Usage of every command writes to fs.Output() for this.
 func (m *Main) parse(fs *flag.FlagSet, args []string) error {
 	usage := fs.Usage
@@ -51,6 +52,7 @@ func (m *Main) parse(fs *flag.FlagSet, args []string) error {
 		m.printUsage(fs, m.Stderr)
 		return usageError{}
 	}
+	fromEnv(fs)
 	return nil
 }
 

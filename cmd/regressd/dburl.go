@@ -39,7 +39,6 @@ Flags:
 func (c *databaseURLCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("database-url", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
-	c.common.existing = true
 	c.common.registerDataDir(fs)
 	c.common.registerDatabase(fs)
 	fs.Usage = func() {
@@ -52,16 +51,16 @@ func (c *databaseURLCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("database-url takes no arguments, got %q", fs.Args())
 	}
-	if c.common.databaseURL != "" {
-		fmt.Fprintln(c.m.Stdout, c.common.databaseURL)
+	if c.common.DatabaseURL != "" {
+		fmt.Fprintln(c.m.Stdout, c.common.DatabaseURL)
 		return nil
 	}
-	if err := c.common.checkExisting("postgres", "--database-url"); err != nil {
+	if err := c.common.CheckExisting(); err != nil {
 		return err
 	}
-	cl, err := pgcluster.Attach(ctx, pgcluster.Options{Dir: filepath.Join(c.common.dataDir, "postgres")})
+	cl, err := pgcluster.Attach(ctx, pgcluster.Options{Dir: filepath.Join(c.common.DataDir, "postgres")})
 	if errors.Is(err, pgcluster.ErrNotRunning) {
-		return fmt.Errorf("no regressd is running on the data dir %s: start 'regressd run --data-dir %s' first", c.common.dataDir, c.common.dataDir)
+		return fmt.Errorf("no regressd is running on the data dir %s: start 'regressd run --data-dir %s' first", c.common.DataDir, c.common.DataDir)
 	}
 	if err != nil {
 		return err

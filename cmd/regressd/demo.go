@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/pipeline"
 )
 
 // demoData is Seattle's daily weather 2012–2015 (NOAA via vega-datasets,
@@ -44,7 +46,7 @@ type demoRow struct {
 }
 
 func (c *demoCommand) Run(ctx context.Context, args []string) error {
-	rc := &roleCommand{m: c.m, roles: []role{roleScheduler, roleProducer, roleWorker, roleWriter}, name: "demo", synopsis: c.Synopsis()}
+	rc := &roleCommand{m: c.m, roles: []pipeline.Role{pipeline.Scheduler, pipeline.Producer, pipeline.Worker, pipeline.Writer}, name: "demo", synopsis: c.Synopsis()}
 	fs := rc.flags()
 	model := fs.String("model", defaultModel(), "built-in model to fill the gaps with (see 'regressd models')")
 	if err := c.m.parse(fs, args); err != nil {
@@ -59,22 +61,22 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	if rc.common.logLevel == "info" {
 		rc.common.logLevel = "warn"
 	}
-	log := rc.common.logger(c.m)
-	st := &stack{log: log}
-	defer st.close()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	fmt.Fprintln(c.m.Stdout, "regressd demo: starting NATS, PostgreSQL and every role …")
-	began := time.Now()
-	if err := rc.start(ctx, st, log); err != nil {
+	cfg, err := rc.config()
+	if err != nil {
 		return err
 	}
+	fmt.Fprintln(c.m.Stdout, "regressd demo: starting NATS, PostgreSQL and every role …")
+	began := time.Now()
+	p, err := pipeline.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
 	rows, err := parseDemo()
 	if err != nil {
 		return err
 	}
-	if err := loadDemo(ctx, st, rows); err != nil {
+	if err := loadDemo(ctx, p.Pool, rows); err != nil {
 		return err
 	}
 	gaps := 0
@@ -85,7 +87,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.m.Stdout, "loaded %s: %d daily rows (Seattle 2012–2015), temp_max blanked on %d days in runs of 1–7 days\n", demoTable, len(rows), gaps)
 
-	admin := &triggerCommand{m: &Main{Stdout: io.Discard, Stderr: c.m.Stderr}, server: rc.httpURL}
+	admin := &triggerCommand{m: &Main{Stdout: io.Discard, Stderr: c.m.Stderr}, server: p.URL()}
 	admin.call(ctx, http.MethodDelete, "/api/v3/configure/processing_engine_trigger?trigger_name="+demoTable, nil, nil)
 	targs := fmt.Sprintf("measurement=%s,field=temp_max,feature_fields=precipitation temp_min wind,model=%s,tags=station:SEA,max_train_rows=1500,max_predict_rows=5000,predict_batch_size=100", demoTable, *model)
 	if err := admin.call(ctx, http.MethodPost, "/api/v3/configure/processing_engine_trigger",
@@ -96,7 +98,7 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 
 	// start_time alone reads [start, now): a new window, so a new job, each run.
 	body := fmt.Sprintf(`{"start_time":"%s"}`, rows[0].t.Format(time.RFC3339))
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, rc.httpURL+"/api/v3/engine/"+demoTable, strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL()+"/api/v3/engine/"+demoTable, strings.NewReader(body))
 	req.Header.Set("X-Service-Api-Key", "demo-key")
 	req.Header.Set("Content-Type", "application/json")
 	runStart := time.Now()
@@ -111,19 +113,19 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	if res.StatusCode != http.StatusOK {
 		return fmt.Errorf("demo run failed (HTTP %d)", res.StatusCode)
 	}
-	return c.report(ctx, st, rows, time.Since(began))
+	return c.report(ctx, p.Pool, rows, time.Since(began))
 }
 
 // report prints a sample of what was written, scored against the true values
 // the demo blanked out.
-func (c *demoCommand) report(ctx context.Context, st *stack, rows []demoRow, total time.Duration) error {
+func (c *demoCommand) report(ctx context.Context, pool *pgxpool.Pool, rows []demoRow, total time.Duration) error {
 	truth := map[int64]float64{}
 	for _, r := range rows {
 		if r.gap {
 			truth[r.t.Unix()] = r.tmx
 		}
 	}
-	q, err := st.pool.Query(ctx, `SELECT "time", value, model FROM demo_weather_regressed WHERE target = 'temp_max' ORDER BY "time"`)
+	q, err := pool.Query(ctx, `SELECT "time", value, model FROM demo_weather_regressed WHERE target = 'temp_max' ORDER BY "time"`)
 	if err != nil {
 		return fmt.Errorf("read predictions: %w", err)
 	}
@@ -200,15 +202,15 @@ func parseDemo() ([]demoRow, error) {
 }
 
 // loadDemo (re)creates the sample measurement and clears earlier predictions.
-func loadDemo(ctx context.Context, st *stack, rows []demoRow) error {
+func loadDemo(ctx context.Context, pool *pgxpool.Pool, rows []demoRow) error {
 	ddl := `DROP TABLE IF EXISTS demo_weather_regressed;
 		DROP TABLE IF EXISTS demo_weather;
 		CREATE TABLE demo_weather ("time" timestamptz NOT NULL, station text NOT NULL,
 			precipitation double precision, temp_min double precision, wind double precision, temp_max double precision)`
-	if _, err := st.pool.Exec(ctx, ddl); err != nil {
+	if _, err := pool.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("create demo table: %w", err)
 	}
-	_, err := st.pool.CopyFrom(ctx, pgx.Identifier{demoTable}, []string{"time", "station", "precipitation", "temp_min", "wind", "temp_max"},
+	_, err := pool.CopyFrom(ctx, pgx.Identifier{demoTable}, []string{"time", "station", "precipitation", "temp_min", "wind", "temp_max"},
 		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
 			r := rows[i]
 			var tmx any = r.tmx

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/pipeline"
 	"github.com/regressd/regressd/schemas"
 )
 
@@ -49,7 +50,7 @@ Flags:
 func (c *dlqCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("dlq", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
-	c.common.existing = true
+	c.common.Existing = true
 	c.common.registerDataDir(fs)
 	c.common.registerBus(fs, false)
 	stream := fs.String("stream", "", "only messages from this stream: jobs, batches or results")
@@ -92,12 +93,12 @@ func (c *dlqCommand) Run(ctx context.Context, args []string) error {
 		}
 		age = time.Duration(d)
 	}
-	st := &stack{log: c.common.logger(c.m)}
-	defer st.close()
-	if err := c.common.openBus(ctx, st, "regressd-dlq"); err != nil {
+	st, err := pipeline.Open(ctx, c.common.Stores, "regressd-dlq", true, false, c.common.logger(c.m))
+	if err != nil {
 		return err
 	}
-	q, err := bus.OpenDLQ(ctx, st.js)
+	defer st.Close()
+	q, err := bus.OpenDLQ(ctx, st.JS)
 	if err != nil {
 		return err
 	}

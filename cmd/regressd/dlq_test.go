@@ -29,7 +29,7 @@ func (e *env) dlqCLI(args ...string) (string, error) {
 	e.t.Helper()
 	var out bytes.Buffer
 	m := &Main{Stdout: &out, Stderr: &out}
-	args = append([]string{"dlq", "--nats-url", e.st.embedded.ClientURL(), "--log-level", "error"}, args...)
+	args = append([]string{"dlq", "--nats-url", e.st.Embedded.ClientURL(), "--log-level", "error"}, args...)
 	err := m.Run(context.Background(), args)
 	return out.String(), err
 }
@@ -40,14 +40,14 @@ func (e *env) publishRaw(subject string, hdr map[string]string, data []byte) {
 	for k, v := range hdr {
 		m.Header.Set(k, v)
 	}
-	if _, err := e.st.js.PublishMsg(context.Background(), m); err != nil {
+	if _, err := e.st.JS.PublishMsg(context.Background(), m); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
 func (e *env) dlqEntries(filter string) []bus.DeadLetterEntry {
 	e.t.Helper()
-	q, err := bus.OpenDLQ(context.Background(), e.st.js)
+	q, err := bus.OpenDLQ(context.Background(), e.st.JS)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestDLQRetryIsVerbatim(t *testing.T) {
 	e.publishRaw("regress.jobs.vb", map[string]string{schemas.HeaderSchema: schemas.Version, schemas.HeaderTask: "t_verbatim", "X-Sender": "test"}, []byte("{not json"))
 	first := e.waitDLQ(1, 30*time.Second)[0]
 	ctx := context.Background()
-	str, err := e.st.js.Stream(ctx, schemas.StreamDLQ)
+	str, err := e.st.JS.Stream(ctx, schemas.StreamDLQ)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/regressd/regressd/pipeline"
 	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/tsdb/pgtest"
 )
@@ -58,7 +59,7 @@ type env struct {
 	dbURL   string
 	pool    *pgxpool.Pool
 	logs    *syncBuffer
-	st      *stack
+	st      *pipeline.Pipeline
 	stop    func()
 }
 
@@ -66,24 +67,22 @@ func startEnv(t *testing.T, extra ...string) *env {
 	t.Helper()
 	e := &env{t: t, dataDir: t.TempDir(), dbURL: pgtest.URL(t), logs: &syncBuffer{}}
 	m := &Main{Stdout: io.Discard, Stderr: e.logs}
-	rc := &roleCommand{m: m, roles: []role{roleScheduler, roleProducer, roleWorker, roleWriter}, synopsis: "test"}
+	rc := &roleCommand{m: m, roles: []pipeline.Role{pipeline.Scheduler, pipeline.Producer, pipeline.Worker, pipeline.Writer}, synopsis: "test"}
 	fs := rc.flags()
 	args := append([]string{"--data-dir", e.dataDir, "--database-url", e.dbURL, "--nats-listen", "127.0.0.1:0",
 		"--http-addr", "127.0.0.1:0", "--log-level", "debug"}, extra...)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	e.st = &stack{log: rc.common.logger(m)}
-	if err := rc.start(ctx, e.st, e.st.log); err != nil {
-		cancel()
-		e.st.close()
+	cfg, err := rc.config()
+	if err != nil {
 		t.Fatal(err)
 	}
-	e.url = rc.httpURL
-	e.pool = e.st.pool
-	var once sync.Once
-	e.stop = func() { once.Do(func() { cancel(); e.st.close() }) }
+	p, err := pipeline.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.st, e.url, e.pool, e.stop = p, p.URL(), p.Pool, p.Close
 	t.Cleanup(e.stop)
 	return e
 }
@@ -225,7 +224,7 @@ func answerLikeVendor(w http.ResponseWriter, r *http.Request) {
 func (e *env) waitObjects(taskID string, want ...string) {
 	e.t.Helper()
 	ctx := context.Background()
-	obj, err := e.st.js.ObjectStore(ctx, schemas.StoreContext)
+	obj, err := e.st.JS.ObjectStore(ctx, schemas.StoreContext)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regressd/regressd/pipeline"
 	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
 )
@@ -88,7 +89,7 @@ func TestDisabledTriggerRefused(t *testing.T) {
 
 func TestSameWindowIsOneJob(t *testing.T) {
 	e := startEnv(t)
-	pub, err := scheduler.NewPublisher(context.Background(), e.st.js, nil, nil)
+	pub, err := scheduler.NewPublisher(context.Background(), e.st.JS, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,10 +209,8 @@ func TestBearerAuthorization(t *testing.T) {
 }
 
 func TestNonLoopbackNeedsTokens(t *testing.T) {
-	rc := &roleCommand{m: &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}, roles: []role{roleScheduler}, synopsis: "t"}
-	fs := rc.flags()
-	fs.Parse([]string{"--http-addr", "0.0.0.0:0", "--data-dir", t.TempDir()})
-	err := rc.start(context.Background(), &stack{log: rc.common.logger(rc.m)}, rc.common.logger(rc.m))
+	_, err := pipeline.Start(context.Background(), pipeline.Config{Roles: []pipeline.Role{pipeline.Scheduler}, HTTPAddr: "0.0.0.0:0",
+		Stores: pipeline.Stores{DataDir: t.TempDir()}})
 	if err == nil || !strings.Contains(err.Error(), "REGRESSD_AUTH_TOKENS") {
 		t.Fatalf("err=%v", err)
 	}

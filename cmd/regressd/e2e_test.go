@@ -77,7 +77,7 @@ func TestWebhookWritesPredictions(t *testing.T) {
 	// Every batch written: the task's plan and context are forgotten.
 	e.waitObjects(tid)
 	// Once the live summary has expired, the task endpoint reads the ledger.
-	kv, err := e.st.js.KeyValue(context.Background(), schemas.BucketTasks)
+	kv, err := e.st.JS.KeyValue(context.Background(), schemas.BucketTasks)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func TestGatewayOutageOpensBreaker(t *testing.T) {
 
 	flaky := newFlakyVendor(t, 8*time.Second)
 	e := startEnv(t, "--predictor", "remote", "--gateway-url", flaky.URL)
-	load.setup(t, e.pool, e.st.js, model, extra)
+	load.setup(t, e.pool, e.st.JS, model, extra)
 	ctx := faultContext(t, 3*time.Minute)
 	statuses := submit(t, ctx, func() string { return e.url }, load.tasks(), 0)
 	allSucceeded(t, statuses, len(load.tasks()))

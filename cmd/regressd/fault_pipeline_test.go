@@ -25,9 +25,9 @@ import (
 	"github.com/regressd/regressd/schemas"
 )
 
-// pipeline is a regressd deployment of role processes sharing one NATS and
+// deployment is a regressd deployment of role processes sharing one NATS and
 // one PostgreSQL, as in production.
-type pipeline struct {
+type deployment struct {
 	t        *testing.T
 	natsURL  string
 	dbURL    string
@@ -42,9 +42,9 @@ type pipeline struct {
 // by a killed process is delivered again.
 const faultAckWait = "2s"
 
-func newPipeline(t *testing.T, natsURL, dbURL string, env ...string) *pipeline {
+func newPipeline(t *testing.T, natsURL, dbURL string, env ...string) *deployment {
 	t.Helper()
-	pl := &pipeline{t: t, natsURL: natsURL, dbURL: dbURL, dir: t.TempDir(), httpPort: freePort(t), procs: map[string]*roleProc{}}
+	pl := &deployment{t: t, natsURL: natsURL, dbURL: dbURL, dir: t.TempDir(), httpPort: freePort(t), procs: map[string]*roleProc{}}
 	pl.env = append([]string{"REGRESSD_SECRET=fault-test-secret-0123456789", bus.EnvAckWait + "=" + faultAckWait,
 		"SERVICE_API_KEY=test-key"}, env...)
 	t.Cleanup(func() {
@@ -63,7 +63,7 @@ func newPipeline(t *testing.T, natsURL, dbURL string, env ...string) *pipeline {
 }
 
 // add declares a role process; flags are appended to the common ones.
-func (pl *pipeline) add(name, role string, flags ...string) *roleProc {
+func (pl *deployment) add(name, role string, flags ...string) *roleProc {
 	httpAddr := "127.0.0.1:0"
 	if role == "scheduler" {
 		httpAddr = fmt.Sprintf("127.0.0.1:%d", pl.httpPort)
@@ -78,13 +78,13 @@ func (pl *pipeline) add(name, role string, flags ...string) *roleProc {
 }
 
 // standard declares one process of each pipeline role.
-func (pl *pipeline) standard(flags ...string) {
+func (pl *deployment) standard(flags ...string) {
 	for _, r := range []string{"scheduler", "producer", "worker", "writer"} {
 		pl.add(r, r, flags...)
 	}
 }
 
-func (pl *pipeline) startAll() {
+func (pl *deployment) startAll() {
 	for _, name := range pl.order {
 		pl.procs[name].start()
 	}
@@ -92,7 +92,7 @@ func (pl *pipeline) startAll() {
 }
 
 // waitReady waits until every process has said it is ready since its last start.
-func (pl *pipeline) waitReady(within time.Duration) {
+func (pl *deployment) waitReady(within time.Duration) {
 	pl.t.Helper()
 	for _, name := range pl.order {
 		pl.procs[name].waitReady(within)
@@ -111,7 +111,7 @@ func (p *roleProc) waitReady(within time.Duration) {
 	}
 }
 
-func (pl *pipeline) url() string { return fmt.Sprintf("http://127.0.0.1:%d", pl.httpPort) }
+func (pl *deployment) url() string { return fmt.Sprintf("http://127.0.0.1:%d", pl.httpPort) }
 
 // faultLoad is the input every fault test runs: one measurement with a
 // series per host, a request trigger per host, and windows that do not overlap.
@@ -301,7 +301,7 @@ func reference(t *testing.T, load faultLoad, model, extraArgs string, flags ...s
 			t.Logf("--- reference run log ---\n%s", e.logs.String())
 		}
 	}()
-	load.setup(t, e.pool, e.st.js, model, extraArgs)
+	load.setup(t, e.pool, e.st.JS, model, extraArgs)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for tk, s := range submit(t, ctx, func() string { return e.url }, load.tasks(), 0) {
@@ -362,7 +362,7 @@ func sameAsReference(t *testing.T, pool *pgxpool.Pool, load faultLoad, ref map[s
 // stage prepares a fault run on natsURL and dbURL: the streams with the
 // given replicas, the ledger schema, the load's table and triggers, and a
 // pipeline of role processes (none started yet).
-func stage(t *testing.T, load faultLoad, model, natsURL, dbURL string, replicas int) (jetstream.JetStream, *pgxpool.Pool, *pipeline) {
+func stage(t *testing.T, load faultLoad, model, natsURL, dbURL string, replicas int) (jetstream.JetStream, *pgxpool.Pool, *deployment) {
 	t.Helper()
 	js := connect(t, natsURL)
 	ensureStreams(t, js, replicas)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/regressd/regressd/gateway"
+	"github.com/regressd/regressd/pipeline"
 )
 
 // keysCommand manages the gateway's API keys in the database.
@@ -37,7 +38,7 @@ Flags:
 func (c *keysCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
-	c.common.existing = true
+	c.common.Existing = true
 	c.common.registerDataDir(fs)
 	c.common.registerDatabase(fs)
 	since := fs.String("since", "", "usage: only UTC days on or after this date (YYYY-MM-DD)")
@@ -85,13 +86,12 @@ func (c *keysCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("unknown keys action %q: want create, list, revoke or usage", action)
 	}
 
-	log := c.common.logger(c.m)
-	st := &stack{log: log}
-	defer st.close()
-	if err := c.m.openDatabase(ctx, &c.common, st); err != nil {
+	st, err := pipeline.Open(ctx, c.common.Stores, "", false, true, c.common.logger(c.m))
+	if err != nil {
 		return err
 	}
-	ks := gateway.NewKeyStore(st.pool)
+	defer st.Close()
+	ks := gateway.NewKeyStore(st.Pool)
 
 	switch action {
 	case "create":

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/regressd/regressd/pipeline"
 )
 
 // command is one subcommand of the binary.
@@ -44,12 +46,12 @@ func main() {
 
 func (m *Main) commands() map[string]command {
 	return map[string]command{
-		"run":          &roleCommand{m: m, roles: allRoles, name: "run", synopsis: "run every role in one process (embedded NATS and PostgreSQL by default)"},
-		"scheduler":    &roleCommand{m: m, roles: []role{roleScheduler}, synopsis: "run the scheduler: triggers, cron, the engine HTTP endpoint"},
-		"producer":     &roleCommand{m: m, roles: []role{roleProducer}, synopsis: "run the producer: read windows into Arrow batches"},
-		"worker":       &roleCommand{m: m, roles: []role{roleWorker}, synopsis: "run a worker: predict batches with the engine or a gateway"},
-		"writer":       &roleCommand{m: m, roles: []role{roleWriter}, synopsis: "run the writer: append predictions and the task ledger"},
-		"gateway":      &roleCommand{m: m, roles: []role{roleGateway}, synopsis: "serve the hosted prediction API (POST /predict)"},
+		"run":          &roleCommand{m: m, roles: pipeline.AllRoles, name: "run", synopsis: "run every role in one process (embedded NATS and PostgreSQL by default)"},
+		"scheduler":    &roleCommand{m: m, roles: []pipeline.Role{pipeline.Scheduler}, synopsis: "run the scheduler: triggers, cron, the engine HTTP endpoint"},
+		"producer":     &roleCommand{m: m, roles: []pipeline.Role{pipeline.Producer}, synopsis: "run the producer: read windows into Arrow batches"},
+		"worker":       &roleCommand{m: m, roles: []pipeline.Role{pipeline.Worker}, synopsis: "run a worker: predict batches with the engine or a gateway"},
+		"writer":       &roleCommand{m: m, roles: []pipeline.Role{pipeline.Writer}, synopsis: "run the writer: append predictions and the task ledger"},
+		"gateway":      &roleCommand{m: m, roles: []pipeline.Role{pipeline.Gateway}, synopsis: "serve the hosted prediction API (POST /predict)"},
 		"trigger":      &triggerCommand{m: m},
 		"keys":         &keysCommand{m: m},
 		"database-url": &databaseURLCommand{m: m},

@@ -7,9 +7,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/regressd/regressd/pipeline"
+	"github.com/regressd/regressd/progress"
 	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
 )
@@ -70,7 +75,7 @@ Flags:
 func (c *replayCommand) flags() *flag.FlagSet {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
-	c.common.existing = true
+	c.common.Existing = true
 	c.common.registerDataDir(fs)
 	c.common.registerBus(fs, false)
 	fs.StringVar(&c.trigger, "trigger", "", "the trigger to replay (required)")
@@ -108,12 +113,13 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	if err := c.validateSpan(now); err != nil {
 		return err
 	}
-	st := &stack{log: c.common.logger(c.m)}
-	defer st.close()
-	if err := c.common.openBus(ctx, st, "regressd-replay"); err != nil {
+	log := c.common.logger(c.m)
+	st, err := pipeline.Open(ctx, c.common.Stores, "regressd-replay", true, false, log)
+	if err != nil {
 		return err
 	}
-	if err := scheduler.CheckReplayable(ctx, st.js, c.trigger, history); err != nil {
+	defer st.Close()
+	if err := scheduler.CheckReplayable(ctx, st.JS, c.trigger, history); err != nil {
 		return err
 	}
 	var jobs []*scheduler.ReplayWindow
@@ -121,9 +127,9 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	if history {
 		span, text := c.span(now)
 		from = text
-		jobs, err = scheduler.HistoryWindows(ctx, st.js, c.trigger, span, c.currentArgs)
+		jobs, err = scheduler.HistoryWindows(ctx, st.JS, c.trigger, span, c.currentArgs)
 	} else {
-		jobs, err = c.fromRange(ctx, st, now)
+		jobs, err = c.fromRange(ctx, st.JS, now)
 		from = rangeText(jobs)
 	}
 	if err != nil {
@@ -140,11 +146,11 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	seal, err := c.keySealer(st)
+	seal, err := c.keySealer(log)
 	if err != nil {
 		return err
 	}
-	pub, err := scheduler.NewPublisher(ctx, st.js, nil, nil)
+	pub, err := scheduler.NewPublisher(ctx, st.JS, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -157,9 +163,18 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	rand.Read(rid)
 	runID := "replay-" + now.Format("20060102T150405Z") + "-" + hex.EncodeToString(rid)
 	began := time.Now()
-	bar := newReplayProgress(c.m.Stderr, len(jobs))
-	scheduler.Replay{Trigger: c.trigger, RunID: runID, Parallel: c.parallel, NoWait: c.noWait, Seal: seal, Done: bar.add}.Run(ctx, pub, jobs)
-	bar.finish()
+	bar := progress.New(c.m.Stderr, "replay", len(jobs), 5*time.Second)
+	written, failed := 0, 0
+	done := func(w *scheduler.ReplayWindow) {
+		written += w.Summary.Written
+		if w.Err != nil || w.Summary.Status == schemas.StatusFailed {
+			failed++
+		}
+		bar.Detail(fmt.Sprintf("%d rows written · %d failed", written, failed))
+		bar.Add(1)
+	}
+	scheduler.Replay{Trigger: c.trigger, RunID: runID, Parallel: c.parallel, NoWait: c.noWait, Seal: seal, Done: done}.Run(ctx, pub, jobs)
+	bar.Finish()
 	return c.summarize(jobs, from, time.Since(began))
 }
 
@@ -182,7 +197,7 @@ func (c *replayCommand) span(now time.Time) (scheduler.HistorySpan, string) {
 }
 
 // fromRange cuts --start/--end into windows of --step.
-func (c *replayCommand) fromRange(ctx context.Context, st *stack, now time.Time) ([]*scheduler.ReplayWindow, error) {
+func (c *replayCommand) fromRange(ctx context.Context, js jetstream.JetStream, now time.Time) ([]*scheduler.ReplayWindow, error) {
 	start, _ := scheduler.ParseWhen(c.start, now) // validated
 	end, _ := scheduler.ParseWhen(c.end, now)
 	var step time.Duration
@@ -193,7 +208,7 @@ func (c *replayCommand) fromRange(ctx context.Context, st *stack, now time.Time)
 		}
 		step = time.Duration(d)
 	}
-	return scheduler.RangeWindows(ctx, st.js, c.trigger, start, end, step)
+	return scheduler.RangeWindows(ctx, js, c.trigger, start, end, step)
 }
 
 // validate checks the flag combination; history says which form it is.
@@ -333,3 +348,19 @@ func (c *replayCommand) summarize(jobs []*scheduler.ReplayWindow, from string, t
 
 // unfinished counts the windows whose task did not end while replay waited.
 const unfinished schemas.Status = "unfinished"
+
+// keySealer seals SERVICE_API_KEY for the workers with the roles' secret;
+// without a key, jobs carry none (the built-in engine needs none; a hosted
+// gateway will refuse them).
+func (c *replayCommand) keySealer(log *slog.Logger) (func() (string, error), error) {
+	key := os.Getenv("SERVICE_API_KEY")
+	if key == "" {
+		log.Warn("SERVICE_API_KEY is not set: replayed jobs carry no model-service key (fine for the built-in engine; a hosted gateway will refuse them)")
+		return func() (string, error) { return "", nil }, nil
+	}
+	sealer, err := c.common.Sealer([]byte(os.Getenv("REGRESSD_SECRET")), false)
+	if err != nil {
+		return nil, fmt.Errorf("seal SERVICE_API_KEY: %w", err)
+	}
+	return func() (string, error) { return sealer.Seal(key, time.Hour) }, nil
+}

@@ -18,14 +18,14 @@ func (e *env) replayCLI(args ...string) (string, error) {
 	e.t.Helper()
 	var out bytes.Buffer
 	m := &Main{Stdout: &out, Stderr: &out}
-	args = append([]string{"replay", "--nats-url", e.st.embedded.ClientURL(), "--data-dir", e.dataDir, "--log-level", "error"}, args...)
+	args = append([]string{"replay", "--nats-url", e.st.Embedded.ClientURL(), "--data-dir", e.dataDir, "--log-level", "error"}, args...)
 	err := m.Run(context.Background(), args)
 	return out.String(), err
 }
 
 func (e *env) jobsInStream() uint64 {
 	e.t.Helper()
-	str, err := e.st.js.Stream(context.Background(), schemas.StreamJobs)
+	str, err := e.st.JS.Stream(context.Background(), schemas.StreamJobs)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestReplayBackfill(t *testing.T) {
 		t.Fatalf("range --dry-run: %v (published %d)\n%s", err, e.jobsInStream()-jobs, out)
 	}
 	out, err = e.replayCLI("--trigger", "rr", "--start", t0.Format(time.RFC3339), "--end", t0.Add(200*time.Hour).Format(time.RFC3339), "--step", "50h", "--parallel", "2")
-	if err != nil || !strings.Contains(out, "success 4") || !strings.Contains(out, "20 row(s) written") || !strings.Contains(out, "replay [##############################] 4/4 tasks") {
+	if err != nil || !strings.Contains(out, "success 4") || !strings.Contains(out, "20 row(s) written") || !strings.Contains(out, "4/4 · 20 rows written · 0 failed") {
 		t.Fatalf("range replay: %v\n%s", err, out)
 	}
 	if n := e.count(`SELECT count(*) FROM rr_regressed`); n != 20 {
@@ -132,7 +132,7 @@ func TestReplayBackfill(t *testing.T) {
 func checkReplayedKey(t *testing.T, e *env) {
 	t.Helper()
 	ctx := context.Background()
-	str, err := e.st.js.Stream(ctx, schemas.StreamJobs)
+	str, err := e.st.JS.Stream(ctx, schemas.StreamJobs)
 	if err != nil {
 		t.Fatal(err)
 	}

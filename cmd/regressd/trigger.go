@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -51,7 +50,7 @@ func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("trigger", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
 	fs.StringVar(&c.server, "server", envOr("REGRESSD_SERVER", "http://127.0.0.1:8181"), "regressd HTTP API (env REGRESSD_SERVER)")
-	fs.StringVar(&c.token, "token", os.Getenv("REGRESSD_AUTH_TOKEN"), "Bearer token when the server has REGRESSD_AUTH_TOKENS (env REGRESSD_AUTH_TOKEN)")
+	secretFlag(fs, &c.token, "token", "REGRESSD_AUTH_TOKEN", "Bearer token when the server has REGRESSD_AUTH_TOKENS")
 	spec := fs.String("spec", "", "create: trigger spec")
 	targs := fs.String("args", "", "create: trigger arguments")
 	disabled := fs.Bool("disabled", false, "create: store the trigger disabled")

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/regressd/regressd/progress"
 	"github.com/regressd/regressd/tsdb"
 )
 
@@ -174,7 +175,7 @@ func ensureSinks(ctx context.Context, pool *pgxpool.Pool, tables []string, kind 
 
 // rawCopy COPYs as many rows as each task predicts straight into a table of
 // the regressed shape, one COPY per task on one connection: the write limit.
-func rawCopy(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, model string, bar *progress) (phaseResult, error) {
+func rawCopy(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, model string, bar *progress.Bar) (phaseResult, error) {
 	var pr phaseResult
 	lat := make([]time.Duration, 0, len(tasks))
 	began := time.Now()
@@ -198,7 +199,7 @@ func rawCopy(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, model s
 		}
 		pr.Rows += n
 		lat = append(lat, time.Since(t0))
-		bar.add(1)
+		bar.Add(1)
 	}
 	pr.finish(len(tasks), time.Since(began), lat)
 	return pr, nil
@@ -213,7 +214,7 @@ func windowSelect(t benchTask, features []string) (string, []any) {
 }
 
 // rawRead reads every task's window without decoding a value: the read limit.
-func rawRead(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, features []string, bar *progress) (phaseResult, error) {
+func rawRead(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, features []string, bar *progress.Bar) (phaseResult, error) {
 	var pr phaseResult
 	lat := make([]time.Duration, 0, len(tasks))
 	began := time.Now()
@@ -233,7 +234,7 @@ func rawRead(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, feature
 			return pr, fmt.Errorf("raw read: %w", err)
 		}
 		lat = append(lat, time.Since(t0))
-		bar.add(1)
+		bar.Add(1)
 	}
 	pr.finish(len(tasks), time.Since(began), lat)
 	return pr, nil

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/progress"
 	"github.com/regressd/regressd/tsdb"
 )
 
@@ -116,7 +117,7 @@ func readTask(ctx context.Context, pool *pgxpool.Pool, t benchTask, features []s
 // batch (the engine processes it again, as a stateless hosted call does) and
 // write what comes back. Counting the bytes it would send is left out of its
 // time.
-func directLoop(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, features []string, model string, trainRows, batchSize int, bar *progress) (directResult, error) {
+func directLoop(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, features []string, model string, trainRows, batchSize int, bar *progress.Bar) (directResult, error) {
 	var dr directResult
 	var excluded, engine time.Duration
 	var sent, ctxBytes int64
@@ -168,7 +169,7 @@ func directLoop(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, feat
 		}
 		excluded += taskExcluded
 		lat = append(lat, time.Since(t0)-taskExcluded)
-		bar.add(1)
+		bar.Add(1)
 	}
 	dr.finish(len(tasks), time.Since(began)-excluded, lat)
 	dr.SentBytesPerTask = float64(sent) / float64(max(len(tasks), 1))

@@ -1,16 +1,12 @@
-package main
+package bench
 
 import (
 	"bufio"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -126,72 +122,4 @@ func clusterCPU(dataDir string) time.Duration {
 		ticks += u + s
 	}
 	return time.Duration(ticks) * (time.Second / 100) // USER_HZ is 100 on Linux
-}
-
-// progress draws one phase's bar on stderr: redrawn in place on a terminal,
-// one line per phase otherwise.
-type progress struct {
-	w     io.Writer
-	tty   bool
-	name  string
-	total int64
-	done  atomic.Int64
-	start time.Time
-	stop  chan struct{}
-	wg    sync.WaitGroup
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-func newProgress(w io.Writer, name string, total int) *progress {
-	p := &progress{w: w, tty: isTerminal(w), name: name, total: int64(total), start: time.Now(), stop: make(chan struct{})}
-	if p.tty {
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			t := time.NewTicker(100 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-p.stop:
-					return
-				case <-t.C:
-					p.draw("\r")
-				}
-			}
-		}()
-	}
-	return p
-}
-
-func (p *progress) add(n int) { p.done.Add(int64(n)) }
-
-func (p *progress) draw(prefix string) {
-	const width = 30
-	d := p.done.Load()
-	fill := width
-	if p.total > 0 {
-		fill = int(min(d, p.total) * width / p.total)
-	}
-	fmt.Fprintf(p.w, "%s%-22s [%s%s] %d/%d %5.1fs", prefix, p.name, strings.Repeat("█", fill), strings.Repeat("·", width-fill),
-		d, p.total, time.Since(p.start).Seconds())
-}
-
-// finish draws the final state and ends the line.
-func (p *progress) finish() {
-	close(p.stop)
-	p.wg.Wait()
-	if p.tty {
-		p.draw("\r")
-	} else {
-		p.draw("")
-	}
-	fmt.Fprintln(p.w)
 }

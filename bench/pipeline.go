@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,12 +15,11 @@ import (
 	"time"
 
 	"github.com/regressd/regressd/gpu"
-	"github.com/regressd/regressd/producer"
+	"github.com/regressd/regressd/pipeline"
+	"github.com/regressd/regressd/progress"
 	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
-	"github.com/regressd/regressd/tsdb"
 	"github.com/regressd/regressd/worker"
-	"github.com/regressd/regressd/writer"
 )
 
 // pipelineResult is one pipeline phase's figures.
@@ -63,55 +61,29 @@ func benchModels(slug string) error {
 	return fmt.Errorf("model %q is not built in (run 'regressd models')", slug)
 }
 
-// benchPipeline is every role running in this process, as `regressd run`
-// wires them, with the bench's predictor.
+// benchPipeline is every role running in this process, started by
+// pipeline.Start as 'regressd run' starts them, with the bench's predictor.
 type benchPipeline struct {
+	*pipeline.Pipeline
 	router *benchRouter
-	url    string
-	store  *scheduler.Store
 	client *http.Client
 }
 
-// startPipeline starts the scheduler, producer, worker and writer on st and
+// startPipeline starts the scheduler, producer, worker and writer and
 // serves the engine endpoint on a free loopback port.
-func (c *benchCommand) startPipeline(ctx context.Context, st *stack, log *slog.Logger) (*benchPipeline, error) {
+func startPipeline(ctx context.Context, cfg Config) (*benchPipeline, error) {
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	sealer, err := schemas.NewSealer(secret)
+	router := &benchRouter{trivial: worker.NewBenchPredictor(), engine: worker.NewLocal(64)}
+	p, err := pipeline.Start(ctx, pipeline.Config{Stores: cfg.Stores,
+		Roles:    []pipeline.Role{pipeline.Scheduler, pipeline.Producer, pipeline.Worker, pipeline.Writer},
+		HTTPAddr: "127.0.0.1:0", Secret: secret, Predict: router, Models: benchModels,
+		Concurrency: cfg.Concurrency, WaitTimeout: 10 * time.Minute, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
-	s, err := scheduler.New(ctx, st.js, scheduler.Config{Models: benchModels, Sealer: sealer,
-		WaitTimeout: 10 * time.Minute, Logger: log.With("role", "scheduler")})
-	if err != nil {
-		return nil, err
-	}
-	p, err := producer.New(ctx, st.js, tsdb.New(st.pool), producer.Config{Concurrency: c.concurrency, Logger: log.With("role", "producer")})
-	if err != nil {
-		return nil, err
-	}
-	pred := &benchRouter{trivial: worker.NewBenchPredictor(), engine: worker.NewLocal(64)}
-	w, err := worker.New(ctx, st.js, worker.Config{Predictor: pred, Sealer: sealer, Concurrency: c.concurrency, Logger: log.With("role", "worker")})
-	if err != nil {
-		return nil, err
-	}
-	wr, err := writer.New(ctx, st.js, st.pool, writer.Config{Concurrency: 2 * c.concurrency, Logger: log.With("role", "writer")})
-	if err != nil {
-		return nil, err
-	}
-	var wg sync.WaitGroup
-	st.onClose(wg.Wait)
-	for name, run := range map[string]func(context.Context) error{"scheduler": s.Run, "producer": p.Run, "worker": w.Run, "writer": wr.Run} {
-		spawn(ctx, &wg, log, name, run)
-	}
-	mux := http.NewServeMux()
-	s.Routes(mux)
-	rc := &roleCommand{m: c.m}
-	if err := rc.serve(ctx, &wg, mux, "127.0.0.1:0", "http", log); err != nil {
-		return nil, err
-	}
-	tr := &http.Transport{MaxIdleConnsPerHost: c.clients + 1}
-	return &benchPipeline{router: pred, url: rc.httpURL, store: s.Store(), client: &http.Client{Transport: tr}}, nil
+	tr := &http.Transport{MaxIdleConnsPerHost: cfg.Clients + 1}
+	return &benchPipeline{Pipeline: p, router: router, client: &http.Client{Transport: tr}}, nil
 }
 
 // triggers creates one request trigger per task, pinned to the task's series.
@@ -127,7 +99,7 @@ func (bp *benchPipeline) triggers(ctx context.Context, prefix string, tasks []be
 			// Each mode predicts every gap again; the modes differ by model.
 			"skip_existing": "false",
 		}
-		if err := bp.store.Create(ctx, scheduler.Trigger{Name: names[i], Spec: "request:" + names[i], Args: args}); err != nil {
+		if err := bp.Triggers().Create(ctx, scheduler.Trigger{Name: names[i], Spec: "request:" + names[i], Args: args}); err != nil {
 			return nil, fmt.Errorf("create bench trigger: %w", err)
 		}
 	}
@@ -137,7 +109,7 @@ func (bp *benchPipeline) triggers(ctx context.Context, prefix string, tasks []be
 // call runs one task through the engine endpoint and waits for its answer.
 func (bp *benchPipeline) call(ctx context.Context, trigger string, start, end time.Time) (written int, err error) {
 	body := fmt.Sprintf(`{"start_time":%q,"end_time":%q}`, start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, bp.url+"/api/v3/engine/"+trigger, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, bp.URL()+"/api/v3/engine/"+trigger, strings.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -177,13 +149,13 @@ type job struct {
 
 // drive runs jobs through the engine endpoint with `clients` calls in
 // flight, and measures rows written, task latency and bus bytes.
-func (bp *benchPipeline) drive(ctx context.Context, st *stack, jobs []job, clients int, bar *progress) (pipelineResult, error) {
+func (bp *benchPipeline) drive(ctx context.Context, jobs []job, clients int, bar *progress.Bar) (pipelineResult, error) {
 	var pr pipelineResult
 	var mu sync.Mutex
 	var errs []error
 	lat := make([]time.Duration, 0, len(jobs))
 	queue := make(chan job)
-	out0 := st.nc.Stats().OutBytes
+	out0 := bp.NC.Stats().OutBytes
 	began := time.Now()
 	var wg sync.WaitGroup
 	for range max(clients, 1) {
@@ -204,7 +176,7 @@ func (bp *benchPipeline) drive(ctx context.Context, st *stack, jobs []job, clien
 					}
 				}
 				mu.Unlock()
-				bar.add(1)
+				bar.Add(1)
 			}
 		}()
 	}
@@ -217,7 +189,7 @@ func (bp *benchPipeline) drive(ctx context.Context, st *stack, jobs []job, clien
 	close(queue)
 	wg.Wait()
 	pr.finish(len(jobs), time.Since(began), lat)
-	pr.BusBytes = int64(st.nc.Stats().OutBytes - out0)
+	pr.BusBytes = int64(bp.NC.Stats().OutBytes - out0)
 	pr.BusBytesPerTask = float64(pr.BusBytes) / float64(max(len(jobs), 1))
 	if ctx.Err() != nil {
 		return pr, ctx.Err()
@@ -239,13 +211,13 @@ func taskJobs(names []string, tasks []benchTask) []job {
 
 // deleteTriggers removes the triggers this run created.
 func (bp *benchPipeline) deleteTriggers(ctx context.Context, prefix string) {
-	all, err := bp.store.List(ctx)
+	all, err := bp.Triggers().List(ctx)
 	if err != nil {
 		return
 	}
 	for _, t := range all {
 		if strings.HasPrefix(t.Name, prefix) {
-			bp.store.Delete(ctx, t.Name)
+			bp.Triggers().Delete(ctx, t.Name)
 		}
 	}
 }

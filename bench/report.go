@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"encoding/json"
@@ -92,11 +92,11 @@ type benchConfig struct {
 	DurationS      float64 `json:"duration_s"`
 }
 
-func (c *benchCommand) config() benchConfig {
-	return benchConfig{Measurements: c.measurements, Series: c.series, Rows: c.rows, Features: c.features,
-		GapRatio: c.gapRatio, BatchSize: c.batchSize, TrainRows: c.trainRows, Clients: c.clients, Rounds: c.rounds, EngineTasks: c.engineTasks,
-		Concurrency: c.concurrency, LatencyRuns: c.latRuns, LatencyContext: c.latContext,
-		LatencyQueries: c.latQueries, DurationS: c.duration.Seconds()}
+func (c *runner) config() benchConfig {
+	return benchConfig{Measurements: c.Measurements, Series: c.Series, Rows: c.Rows, Features: c.Features,
+		GapRatio: c.GapRatio, BatchSize: c.BatchSize, TrainRows: c.TrainRows, Clients: c.Clients, Rounds: c.Rounds, EngineTasks: c.EngineTasks,
+		Concurrency: c.Concurrency, LatencyRuns: c.LatencyRuns, LatencyContext: c.LatencyContext,
+		LatencyQueries: c.LatencyQueries, DurationS: c.Duration.Seconds()}
 }
 
 // benchRatios are the side-by-side comparisons of one run.
@@ -122,8 +122,8 @@ type benchTarget struct {
 	Met    bool    `json:"met"`
 }
 
-// benchReport is everything one bench run measured.
-type benchReport struct {
+// Report is everything one bench run measured.
+type Report struct {
 	Command   string      `json:"command"`
 	Model     string      `json:"model"`
 	CPUs      int         `json:"cpus"`
@@ -157,7 +157,7 @@ type benchReport struct {
 	Soak *soakResult `json:"soak"`
 }
 
-func (r *benchReport) describe(tasks []benchTask, trainRows, batchSize int) {
+func (r *Report) describe(tasks []benchTask, trainRows, batchSize int) {
 	r.Tasks = len(tasks)
 	var ctxRows, batches int
 	for _, t := range tasks {
@@ -170,7 +170,7 @@ func (r *benchReport) describe(tasks []benchTask, trainRows, batchSize int) {
 }
 
 // compare fills the ratios and checks the targets.
-func (r *benchReport) compare() {
+func (r *Report) compare() {
 	r.Ratios = benchRatios{
 		TrivialVsRawCopy:   r.medianRound(),
 		EngineVsDirect:     ratio(r.PipelineEngine.RowsPerSec, r.Direct.RowsPerSec),
@@ -207,7 +207,7 @@ const steadyMiBPerMin = 1
 // minJudged is the shortest stretch after the warm-up whose slope is judged.
 const minJudged = 3 * time.Minute
 
-func (r *benchReport) medianRound() float64 {
+func (r *Report) medianRound() float64 {
 	v := make([]float64, len(r.Rounds))
 	for i, x := range r.Rounds {
 		v[i] = x.TrivialVsRawCopy
@@ -215,7 +215,7 @@ func (r *benchReport) medianRound() float64 {
 	return median(v)
 }
 
-func (r *benchReport) writeJSON(w io.Writer) error {
+func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
@@ -223,7 +223,7 @@ func (r *benchReport) writeJSON(w io.Writer) error {
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
-func (r *benchReport) writeTable(w io.Writer) {
+func (r *Report) WriteTable(w io.Writer) {
 	c := r.Config
 	fmt.Fprintf(w, "%s\n%d measurements × %d series × %d rows, %d features, gap ratio %.2f → %d tasks, %d prediction rows, %.1f batches of ≤%d and %.0f context rows per task; model %s; %d CPUs\n\n",
 		r.Command, c.Measurements, c.Series, c.Rows, c.Features, c.GapRatio, r.Tasks, r.PredictionRows, r.BatchesPerTask, c.BatchSize, r.ContextRowsPerTask, r.Model, r.CPUs)

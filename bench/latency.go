@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -68,45 +68,45 @@ func latencyTasks(ctx context.Context, pool *pgxpool.Pool, ctxRows, queries, fea
 
 // webhook measures single runs through the engine endpoint, one at a time,
 // first with the trivial predictor, then with the engine.
-func (c *benchCommand) webhook(ctx context.Context, st *stack, bp *benchPipeline, tag string) (webhookResult, error) {
-	wr := webhookResult{ContextRows: c.latContext, QueryRows: c.latQueries, Runs: c.latRuns}
-	if c.latRuns == 0 {
+func (c *runner) webhook(ctx context.Context, bp *benchPipeline, tag string) (webhookResult, error) {
+	wr := webhookResult{ContextRows: c.LatencyContext, QueryRows: c.LatencyQueries, Runs: c.LatencyRuns}
+	if c.LatencyRuns == 0 {
 		return wr, nil
 	}
-	features := benchFeatures(c.features)
-	tasks, err := latencyTasks(ctx, st.pool, c.latContext, c.latQueries, c.features, c.latRuns)
+	features := benchFeatures(c.Features)
+	tasks, err := latencyTasks(ctx, bp.Pool, c.LatencyContext, c.LatencyQueries, c.Features, c.LatencyRuns)
 	if err != nil {
 		return wr, err
 	}
 	for _, mode := range []struct {
 		name, model string
 		p50, p99    *float64
-	}{{"trivial", worker.BenchModel, &wr.TrivialP50Ms, &wr.TrivialP99Ms}, {"engine", c.model, &wr.EngineP50Ms, &wr.EngineP99Ms}} {
-		names, err := bp.triggers(ctx, "b"+tag+"_lat_"+mode.name, tasks[:1], features, mode.model, c.latContext, c.latQueries)
+	}{{"trivial", worker.BenchModel, &wr.TrivialP50Ms, &wr.TrivialP99Ms}, {"engine", c.Model, &wr.EngineP50Ms, &wr.EngineP99Ms}} {
+		names, err := bp.triggers(ctx, "b"+tag+"_lat_"+mode.name, tasks[:1], features, mode.model, c.LatencyContext, c.LatencyQueries)
 		if err != nil {
 			return wr, err
 		}
 		var lat, own, over []time.Duration
-		bar := newProgress(c.m.Stderr, "webhook, "+mode.name, len(tasks))
+		bar := c.bar("webhook, "+mode.name, len(tasks))
 		for _, t := range tasks {
 			bp.router.engineTime.Store(0)
 			t0 := time.Now()
 			n, err := bp.call(ctx, names[0], t.start, t.end)
 			d, e := time.Since(t0), time.Duration(bp.router.engineTime.Load())
-			if err == nil && n != c.latQueries {
-				err = fmt.Errorf("webhook run wrote %d rows, want %d", n, c.latQueries)
+			if err == nil && n != c.LatencyQueries {
+				err = fmt.Errorf("webhook run wrote %d rows, want %d", n, c.LatencyQueries)
 			}
 			if err != nil {
-				bar.finish()
+				bar.Finish()
 				return wr, err
 			}
 			lat = append(lat, d)
 			if mode.model != worker.BenchModel {
 				own, over = append(own, e), append(over, d-e)
 			}
-			bar.add(1)
+			bar.Add(1)
 		}
-		bar.finish()
+		bar.Finish()
 		*mode.p50, *mode.p99 = percentile(lat, 50), percentile(lat, 99)
 		if len(own) > 0 {
 			wr.EngineOwnP50Ms, wr.EngineOwnP99Ms = percentile(own, 50), percentile(own, 99)
@@ -161,17 +161,17 @@ type soakSample struct {
 	Goroutines    int     `json:"goroutines"`
 }
 
-// soak runs the trivial pipeline for c.duration with c.clients calls in
+// soak runs the trivial pipeline for c.Duration with c.Clients calls in
 // flight, each run a window of its own (the task's window, its end moved by
 // one microsecond per run), sampling the process's memory.
-func (c *benchCommand) soak(ctx context.Context, st *stack, bp *benchPipeline, names []string, tasks []benchTask) (*soakResult, error) {
-	sr := &soakResult{WarmupSeconds: c.duration.Seconds() / 5}
-	if info, err := st.js.Stream(ctx, schemas.StreamResults); err == nil {
+func (c *runner) soak(ctx context.Context, bp *benchPipeline, names []string, tasks []benchTask) (*soakResult, error) {
+	sr := &soakResult{WarmupSeconds: c.Duration.Seconds() / 5}
+	if info, err := bp.JS.Stream(ctx, schemas.StreamResults); err == nil {
 		sr.WarmupSeconds = max(sr.WarmupSeconds, 3*info.CachedInfo().Config.Duplicates.Seconds())
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.duration)
+	ctx, cancel := context.WithTimeout(ctx, c.Duration)
 	defer cancel()
-	bar := newProgress(c.m.Stderr, "soak (seconds)", int(c.duration.Seconds()))
+	bar := c.bar("soak (seconds)", int(c.Duration.Seconds()))
 	began := time.Now()
 	sample := func() {
 		var ms runtime.MemStats
@@ -180,11 +180,11 @@ func (c *benchCommand) soak(ctx context.Context, st *stack, bp *benchPipeline, n
 		runtime.ReadMemStats(&ms)
 		sr.Samples = append(sr.Samples, soakSample{Seconds: time.Since(began).Seconds(), RSSBytes: rss,
 			RetainedBytes: procStatus("VmRSS"), HeapBytes: ms.HeapAlloc, Goroutines: runtime.NumGoroutine()})
-		bar.done.Store(int64(time.Since(began).Seconds()))
+		bar.Set(int(time.Since(began).Seconds()))
 	}
 	var next, done, failed atomic.Int64
 	var wg sync.WaitGroup
-	for range c.clients {
+	for range c.Clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -203,7 +203,7 @@ func (c *benchCommand) soak(ctx context.Context, st *stack, bp *benchPipeline, n
 		}()
 	}
 	sample()
-	tick := time.NewTicker(c.sampleEvery)
+	tick := time.NewTicker(c.SampleEvery)
 	for ctx.Err() == nil {
 		select {
 		case <-tick.C:
@@ -214,7 +214,7 @@ func (c *benchCommand) soak(ctx context.Context, st *stack, bp *benchPipeline, n
 	tick.Stop()
 	wg.Wait()
 	sample()
-	bar.finish()
+	bar.Finish()
 	sr.Seconds = time.Since(began).Seconds()
 	// Calls cut by the deadline count neither as done nor as failed.
 	sr.Tasks, sr.FailedTasks = int(done.Load()), int(failed.Load())

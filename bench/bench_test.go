@@ -1,33 +1,41 @@
-package main
+package bench
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"math"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/regressd/regressd/tsdb/pgtest"
 	"github.com/regressd/regressd/worker"
 )
 
-// TestBenchJSON runs `regressd bench --json` end to end at tiny sizes and
+// TestBenchJSON runs the benchmark end to end at tiny sizes and
 // checks that the report has every figure, with sane values. Nothing here
 // is timed: CI machines are too noisy for that.
 func TestBenchJSON(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole pipeline several times")
 	}
+	cfg := DefaultConfig()
+	cfg.DatabaseURL, cfg.DataDir = pgtest.URL(t), t.TempDir()
+	cfg.Measurements, cfg.Series, cfg.Rows, cfg.Features, cfg.GapRatio = 1, 3, 160, 2, 0.25
+	cfg.BatchSize, cfg.TrainRows, cfg.EngineTasks, cfg.Rounds, cfg.Clients = 12, 60, 1, 2, 2
+	cfg.LatencyRuns, cfg.LatencyContext, cfg.LatencyQueries = 2, 40, 5
+	cfg.Duration, cfg.SampleEvery = 1500*time.Millisecond, 300*time.Millisecond
+	cfg.Command = "regressd bench --json"
 	var out, errs bytes.Buffer
-	m := &Main{Stdout: &out, Stderr: &errs}
-	args := []string{"bench", "--json", "--database-url", pgtest.URL(t), "--data-dir", t.TempDir(),
-		"--measurements", "1", "--series", "3", "--rows", "160", "--features", "2", "--gap-ratio", "0.25",
-		"--batch-size", "12", "--train-rows", "60", "--engine-tasks", "1", "--rounds", "2", "--clients", "2",
-		"--latency-runs", "2", "--latency-context", "40", "--latency-queries", "5",
-		"--duration", "1500ms", "--sample-every", "300ms"}
-	if err := m.Run(context.Background(), args); err != nil {
+	cfg.Progress = &errs
+	r, err := Run(context.Background(), cfg)
+	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, errs.String())
+	}
+	if err := r.WriteJSON(&out); err != nil {
+		t.Fatal(err)
 	}
 	var rep map[string]any
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
@@ -103,13 +111,9 @@ func lookup(v any, key string) (any, bool) {
 	return v, true
 }
 
-// The benchmark predictor answers only in the bench: `regressd run` refuses
-// its slug, and the predictor refuses every other model.
+// The benchmark predictor answers only in the bench, and refuses every
+// other model. (That 'regressd run' refuses its slug is pipeline's test.)
 func TestBenchPredictorRefusedOutsideBench(t *testing.T) {
-	rc := &roleCommand{m: &Main{}, roles: allRoles}
-	if err := rc.modelCheck()(worker.BenchModel); err == nil {
-		t.Fatalf("regressd run accepts the benchmark model %s", worker.BenchModel)
-	}
 	if err := benchModels(worker.BenchModel); err != nil {
 		t.Fatalf("the bench refuses its own model: %v", err)
 	}
@@ -143,3 +147,5 @@ func TestSlopePerMin(t *testing.T) {
 		t.Fatalf("one sample: %v ± %v", b, se)
 	}
 }
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
