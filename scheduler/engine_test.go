@@ -24,7 +24,7 @@ func newTestScheduler(t *testing.T) (*Scheduler, *http.ServeMux, *bustest.Server
 }
 
 // newWaitingScheduler is newTestScheduler with engine calls waiting up to
-// wait, and living until ctx ends.
+// wait.
 func newWaitingScheduler(t *testing.T, ctx context.Context, wait time.Duration) (*Scheduler, *http.ServeMux, *bustest.Server) {
 	t.Helper()
 	srv := bustest.New(t)
@@ -39,6 +39,20 @@ func newWaitingScheduler(t *testing.T, ctx context.Context, wait time.Duration) 
 	mux := http.NewServeMux()
 	s.Routes(mux)
 	return s, mux, srv
+}
+
+// runScheduler runs s until ctx or the test ends: Run owns its life.
+func runScheduler(t *testing.T, ctx context.Context, s *Scheduler) {
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(rctx)
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-done
+	})
 }
 
 // do sends a request to mux and decodes the JSON answer.
@@ -136,6 +150,7 @@ func TestWaitingCallAnswersOnShutdown(t *testing.T) {
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
 	s, mux, _ := newWaitingScheduler(t, ctx, time.Hour)
+	runScheduler(t, ctx, s)
 	args, _ := SplitArgs("measurement=m,field=y,feature_fields=a,model=v/m")
 	if err := s.Store().Create(context.Background(), Trigger{Name: "plant", Spec: "request:plant", Args: args}); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"bytes"
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -121,13 +120,12 @@ func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 		writeFailed(w, http.StatusServiceUnavailable, taskID, "could not queue the run; see the server log")
 		return
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	wctx, cancel := s.waitContext(ctx, s.cfg.WaitTimeout)
 	defer cancel()
-	defer context.AfterFunc(s.life, cancel)() // shutting down: answer now
 	sum, err := s.pub.Wait(wctx, taskID)
 	if err != nil {
 		msg := "still running; poll GET /api/v3/engine/" + r.PathValue("trigger") + "/tasks/" + taskID
-		if s.life.Err() != nil {
+		if s.stopping.Load() {
 			msg = "this server is shutting down; the run goes on in the pipeline: " + msg
 		}
 		writeJSON(w, http.StatusAccepted, map[string]any{"status": schemas.StatusRunning, "task_id": taskID,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -192,9 +193,19 @@ type Replay struct {
 }
 
 // Run runs the windows, at most Parallel at once and never two whose
-// windows overlap, each published when it starts. It returns when every
-// window is done or ctx ends; a window not started says why in Err.
+// windows overlap, each published when it starts, and watches pub's task
+// bucket meanwhile. It returns when every window is done or ctx ends, its
+// goroutines joined; a window not started says why in Err.
 func (r Replay) Run(ctx context.Context, pub *Publisher, windows []*ReplayWindow) {
+	wctx, stopWatch := context.WithCancel(ctx)
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		pub.Watch(wctx)
+	}()
+	defer watch.Wait()
+	defer stopWatch()
 	finished := make(chan *ReplayWindow)
 	var running []*ReplayWindow
 	pending := slices.Clone(windows)

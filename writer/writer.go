@@ -98,15 +98,25 @@ func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Co
 		known: map[string]struct{}{}, progress: map[string]time.Time{}, queue: make(chan *pending)}, nil
 }
 
-// Run consumes results until ctx ends. Handlers (maxGroup per committer)
+// Run consumes results until ctx ends, and returns once every goroutine it
+// started has. Handlers (maxGroup per committer)
 // decode and queue their results; Concurrency committers each write what
 // is queued in one transaction. A commit pays a WAL flush and two round
 // trips, so results that arrive together share one.
 func (w *Writer) Run(ctx context.Context) error {
+	// The committers outlive ctx: handlers still finishing in Consume's
+	// grace hand them their results. They stop once Consume returned, when
+	// no handler is waiting any more, and Run returns when they have.
 	commit, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop() // after Consume returned: no handler is waiting any more
+	var committers sync.WaitGroup
+	defer committers.Wait()
+	defer stop()
 	for range w.cfg.Concurrency {
-		go w.commitLoop(commit)
+		committers.Add(1)
+		go func() {
+			defer committers.Done()
+			w.commitLoop(commit)
+		}()
 	}
 	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
 		Stream: schemas.StreamResults, Durable: "writer", Filter: schemas.SubjectResults + ">",
