@@ -40,7 +40,7 @@ type Config struct {
 	// WaitTimeout bounds how long an engine call waits for its task before
 	// answering 202 with the task id. Default 10 minutes.
 	WaitTimeout time.Duration
-	Logger *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Scheduler serves the engine endpoint and the admin API and fires schedules.
