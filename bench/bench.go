@@ -87,24 +87,19 @@ func EngineModel() string {
 // Validate reports every problem with the flags at once.
 func (c Config) Validate() error {
 	var errs []error
-	atLeast := func(name string, v, lo int) {
-		if v < lo {
-			errs = append(errs, fmt.Errorf("--%s %d: must be at least %d", name, v, lo))
+	for _, f := range []struct {
+		name  string
+		v, lo int
+	}{
+		{"measurements", c.Measurements, 1}, {"series", c.Series, 1}, {"rows", c.Rows, 2}, {"features", c.Features, 1},
+		{"batch-size", c.BatchSize, 1}, {"train-rows", c.TrainRows, 1}, {"engine-tasks", c.EngineTasks, 0},
+		{"rounds", c.Rounds, 1}, {"clients", c.Clients, 1}, {"concurrency", c.Concurrency, 1},
+		{"latency-runs", c.LatencyRuns, 0}, {"latency-context", c.LatencyContext, 1}, {"latency-queries", c.LatencyQueries, 1},
+	} {
+		if f.v < f.lo {
+			errs = append(errs, fmt.Errorf("--%s %d: must be at least %d", f.name, f.v, f.lo))
 		}
 	}
-	atLeast("measurements", c.Measurements, 1)
-	atLeast("series", c.Series, 1)
-	atLeast("rows", c.Rows, 2)
-	atLeast("features", c.Features, 1)
-	atLeast("batch-size", c.BatchSize, 1)
-	atLeast("train-rows", c.TrainRows, 1)
-	atLeast("engine-tasks", c.EngineTasks, 0)
-	atLeast("rounds", c.Rounds, 1)
-	atLeast("clients", c.Clients, 1)
-	atLeast("concurrency", c.Concurrency, 1)
-	atLeast("latency-runs", c.LatencyRuns, 0)
-	atLeast("latency-context", c.LatencyContext, 1)
-	atLeast("latency-queries", c.LatencyQueries, 1)
 	if !(c.GapRatio > 0 && c.GapRatio < 1) {
 		errs = append(errs, fmt.Errorf("--gap-ratio %g: must be between 0 and 1, exclusive", c.GapRatio))
 	}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -91,27 +92,13 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.DataDir == "" {
-		c.DataDir = "./regressd-data"
-	}
-	if c.HTTPAddr == "" {
-		c.HTTPAddr = "127.0.0.1:8181"
-	}
-	if c.GatewayAddr == "" {
-		c.GatewayAddr = "127.0.0.1:8080"
-	}
-	if c.Predictor == "" {
-		c.Predictor = PredictLocal
-	}
-	if c.DeviceMemory == 0 {
-		c.DeviceMemory = 24 << 30
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 2
-	}
-	if c.WaitTimeout == 0 {
-		c.WaitTimeout = 10 * time.Minute
-	}
+	c.DataDir = cmp.Or(c.DataDir, "./regressd-data")
+	c.HTTPAddr = cmp.Or(c.HTTPAddr, "127.0.0.1:8181")
+	c.GatewayAddr = cmp.Or(c.GatewayAddr, "127.0.0.1:8080")
+	c.Predictor = cmp.Or(c.Predictor, PredictLocal)
+	c.DeviceMemory = cmp.Or(c.DeviceMemory, 24<<30)
+	c.Concurrency = cmp.Or(c.Concurrency, 2)
+	c.WaitTimeout = cmp.Or(c.WaitTimeout, 10*time.Minute)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
