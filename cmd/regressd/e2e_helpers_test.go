@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/regressd/regressd/gpu"
 	"github.com/regressd/regressd/pipeline"
 	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/tsdb/pgtest"
@@ -246,3 +247,5 @@ func (e *env) waitObjects(taskID string, want ...string) {
 	}
 	e.t.Fatalf("objects of task %s: %v, want %v", taskID, got, want)
 }
+
+func defaultModel() string { return gpu.DefaultModel }
