@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,6 +63,19 @@ func DLQFilter(stream string) (string, error) {
 	return schemas.SubjectDLQ + strings.ToLower(name) + ".>", nil
 }
 
+// ParseSeqs reads DLQ sequence numbers, as 'regressd dlq list' shows them.
+func ParseSeqs(args []string) ([]uint64, error) {
+	var out []uint64
+	for _, a := range args {
+		n, err := strconv.ParseUint(a, 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("%q is not a DLQ sequence number (see 'regressd dlq list')", a)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
 // List reads every dead letter on filter with an ordered consumer, keeping
 // those keep accepts (all when nil).
 func (q *DLQ) List(ctx context.Context, filter string, keep func(DeadLetterEntry) bool) ([]DeadLetterEntry, error) {
@@ -81,6 +95,25 @@ func (q *DLQ) List(ctx context.Context, filter string, keep func(DeadLetterEntry
 		return nil, fmt.Errorf("read %s: %w", schemas.StreamDLQ, err)
 	}
 	return out, nil
+}
+
+// Select picks the dead letters on filter an operation acts on: seqs when
+// given, every one otherwise, and of those only the ones dead-lettered
+// longer than olderThan ago when it is not 0. Given seqs and no age, it
+// returns them as they are (each is checked when acted on).
+func (q *DLQ) Select(ctx context.Context, filter string, seqs []uint64, olderThan time.Duration) ([]uint64, error) {
+	if len(seqs) > 0 && olderThan == 0 {
+		return seqs, nil
+	}
+	cutoff := time.Now().Add(-olderThan)
+	entries, err := q.List(ctx, filter, func(e DeadLetterEntry) bool {
+		return (len(seqs) == 0 || slices.Contains(seqs, e.Seq)) && (olderThan == 0 || e.Time.Before(cutoff))
+	})
+	out := make([]uint64, len(entries))
+	for i, e := range entries {
+		out[i] = e.Seq
+	}
+	return out, err
 }
 
 // Get reads one dead letter whole. A sequence the DLQ does not hold (never

@@ -119,6 +119,26 @@ func (s Stores) CheckExisting() error {
 	return s.checkExisting("postgres", "--database-url")
 }
 
+// DatabaseURLOfRunning is the database URL of a running deployment:
+// DatabaseURL when set, else the URL of the private cluster under DataDir,
+// which must be running.
+func (s Stores) DatabaseURLOfRunning(ctx context.Context) (string, error) {
+	if s.DatabaseURL != "" {
+		return s.DatabaseURL, nil
+	}
+	if err := s.CheckExisting(); err != nil {
+		return "", err
+	}
+	cl, err := pgcluster.Attach(ctx, pgcluster.Options{Dir: filepath.Join(s.DataDir, "postgres")})
+	if errors.Is(err, pgcluster.ErrNotRunning) {
+		return "", fmt.Errorf("no regressd is running on the data dir %s: start 'regressd run --data-dir %s' first", s.DataDir, s.DataDir)
+	}
+	if err != nil {
+		return "", err
+	}
+	return cl.URL(), nil
+}
+
 // checkDataDir makes sure the data dir can be written, with a fix in the error.
 func (s Stores) checkDataDir() error {
 	if err := os.MkdirAll(s.DataDir, 0o755); err != nil {

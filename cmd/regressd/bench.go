@@ -20,24 +20,6 @@ func (c *benchCommand) Synopsis() string {
 	return "measure the pipeline against raw COPY, raw reads and a direct plugin-style loop"
 }
 
-const benchUsage = `Usage: regressd bench [flags]
-
-Generates measurement tables in PostgreSQL and runs, one after the other in
-this one process, on the same rows:
-  1. raw COPY of as many rows as the runs predict into a table shaped like
-     <measurement>_regressed, and a raw read of the same windows (the limits);
-  2. a direct loop in one goroutine: read window, then per batch the whole
-     context and the batch to the engine, write (an in-database plugin);
-  3. the pipeline (engine endpoint, JetStream, producer, worker, writer)
-     with %s, a benchmark-only predictor;
-  4. the pipeline with the built-in engine;
-then times single webhook runs of --latency-context/--latency-queries rows,
-and with --duration watches memory under load. It prints rows/s, tasks/s,
-task latency, bytes published on the bus per task, peak RSS and the ratios.
-
-Flags:
-`
-
 func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	cfg := bench.DefaultConfig()
 	var logLevel string
@@ -71,7 +53,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end of the run (after the soak) to this file, for 'go tool pprof'")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the warm-up and the rounds of phases 1 and 3 (the pipeline with the trivial predictor) to this file, for 'go tool pprof'")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), benchUsage, worker.BenchModel)
+		fmt.Fprintf(fs.Output(), help("bench"), worker.BenchModel)
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nExample: regressd bench --json > bench.json\n")
 	}

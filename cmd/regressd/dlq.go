@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -28,28 +25,8 @@ func (c *dlqCommand) Synopsis() string {
 	return "list, show, retry or purge the messages the pipeline gave up on"
 }
 
-const dlqUsage = `Usage:
-  regressd dlq list  [--stream jobs|batches|results] [--json]
-  regressd dlq show  SEQ
-  regressd dlq retry (SEQ… | --all) [--stream …]
-  regressd dlq purge (SEQ… | --all) [--stream …] [--older-than DURATION]
-
-REGRESS_DLQ holds a copy of every message that could not be processed — an
-undecodable message, a wrong schema version, one that failed or crashed its
-handler on every delivery — with the reason. 'retry' puts messages back on
-their original subject and removes them from the DLQ; 'purge' removes them.
-SEQ is the DLQ sequence 'list' shows.
-
-Talks to NATS directly: pass --nats-url for a running deployment (start
-'regressd run' with --nats-listen to reach its embedded server); without it,
-the embedded store under --data-dir is opened (regressd must be stopped).
-
-Flags:
-`
-
 func (c *dlqCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("dlq", flag.ContinueOnError)
-	fs.SetOutput(c.m.Stderr)
+	fs := c.m.flagSet("dlq")
 	c.common.Existing = true
 	c.common.registerDataDir(fs)
 	c.common.registerBus(fs, false)
@@ -57,10 +34,6 @@ func (c *dlqCommand) Run(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "list: one JSON array")
 	all := fs.Bool("all", false, "retry, purge: every message (of --stream)")
 	olderThan := fs.String("older-than", "", "purge: only messages dead-lettered longer ago than this (e.g. 7d, 12h)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), dlqUsage)
-		fs.PrintDefaults()
-	}
 	action, rest, err := c.m.parseAction(fs, args)
 	if err != nil {
 		return err
@@ -69,7 +42,7 @@ func (c *dlqCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	seqs, err := parseSeqs(rest)
+	seqs, err := bus.ParseSeqs(rest)
 	if err != nil {
 		return err
 	}
@@ -115,22 +88,9 @@ func (c *dlqCommand) Run(ctx context.Context, args []string) error {
 		}
 		return c.show(ctx, q, seqs[0])
 	}
-	targets := seqs
-	if *all || age > 0 {
-		cutoff := time.Time{}
-		if age > 0 {
-			cutoff = time.Now().Add(-age)
-		}
-		entries, err := q.List(ctx, filter, func(e bus.DeadLetterEntry) bool {
-			return (len(seqs) == 0 || slices.Contains(seqs, e.Seq)) && (cutoff.IsZero() || e.Time.Before(cutoff))
-		})
-		if err != nil {
-			return err
-		}
-		targets = targets[:0]
-		for _, e := range entries {
-			targets = append(targets, e.Seq)
-		}
+	targets, err := q.Select(ctx, filter, seqs, age)
+	if err != nil {
+		return err
 	}
 	var errs []error
 	n := 0
@@ -153,26 +113,12 @@ func (c *dlqCommand) Run(ctx context.Context, args []string) error {
 	return errors.Join(errs...)
 }
 
-func parseSeqs(args []string) ([]uint64, error) {
-	var out []uint64
-	for _, a := range args {
-		n, err := strconv.ParseUint(a, 10, 64)
-		if err != nil || n == 0 {
-			return nil, fmt.Errorf("%q is not a DLQ sequence number (see 'regressd dlq list')", a)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
 func (c *dlqCommand) printList(entries []bus.DeadLetterEntry, asJSON bool) error {
 	if asJSON {
 		if entries == nil {
 			entries = []bus.DeadLetterEntry{}
 		}
-		enc := json.NewEncoder(c.m.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(entries)
+		return c.m.printJSON(entries)
 	}
 	if len(entries) == 0 {
 		fmt.Fprintln(c.m.Stdout, "the dead-letter queue is empty")

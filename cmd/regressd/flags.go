@@ -4,7 +4,6 @@ import (
 	"flag"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/regressd/regressd/pipeline"
 )
@@ -94,15 +93,4 @@ func (c *commonFlags) logger(m *Main) *slog.Logger {
 		lvl = slog.LevelInfo
 	}
 	return slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: lvl}))
-}
-
-// splitList reads a comma-separated list, leaving out empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/regressd/regressd/gateway"
 	"github.com/regressd/regressd/gpu"
@@ -138,7 +140,7 @@ func (c *roleCommand) Run(ctx context.Context, args []string) error {
 // config is the pipeline the flags and the environment describe.
 func (c *roleCommand) config() (pipeline.Config, error) {
 	cfg := pipeline.Config{Stores: c.common.Stores, Roles: c.roles, HTTPAddr: c.common.httpAddr, GatewayAddr: c.common.gatewayAddr,
-		AuthTokens: splitList(os.Getenv("REGRESSD_AUTH_TOKENS")), ServiceKey: os.Getenv("SERVICE_API_KEY"),
+		AuthTokens: strings.FieldsFunc(os.Getenv("REGRESSD_AUTH_TOKENS"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }), ServiceKey: os.Getenv("SERVICE_API_KEY"),
 		Secret: []byte(os.Getenv("REGRESSD_SECRET")), Predictor: c.predictor, GatewayURL: c.gatewayURL,
 		Concurrency: c.concurrency, WaitTimeout: c.waitTimeout, GatewayConfig: c.gw, Logger: c.common.logger(c.m)}
 	if c.has(pipeline.Worker, pipeline.Gateway) {

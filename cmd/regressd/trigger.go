@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -25,50 +24,22 @@ func (c *triggerCommand) Synopsis() string {
 	return "create, list, show, delete, enable or disable triggers on a running regressd"
 }
 
-const triggerUsage = `Usage:
-  regressd trigger create NAME --spec SPEC --args ARGS [--disabled]
-  regressd trigger list
-  regressd trigger show NAME
-  regressd trigger delete NAME
-  regressd trigger enable NAME
-  regressd trigger disable NAME
-
-SPEC is request:NAME (run by POST /api/v3/engine/NAME), every:DURATION (every:15m)
-or cron:EXPR (5 fields, or 6 with seconds first).
-ARGS is the comma-separated key=value list; lists are space-separated:
-  measurement=weather,field=temp_max,feature_fields=temp_min wind,model=regressd/model-4l
-Valid keys: %s.
-
-Flags:
-`
-
 func (c *triggerCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("trigger", flag.ContinueOnError)
-	fs.SetOutput(c.m.Stderr)
+	fs := c.m.flagSet("trigger", strings.Join(scheduler.ValidArgs(), ", "))
 	fs.StringVar(&c.client.Server, "server", envOr("REGRESSD_SERVER", "http://127.0.0.1:8181"), "regressd HTTP API (env REGRESSD_SERVER)")
 	secretFlag(fs, &c.client.Token, "token", "REGRESSD_AUTH_TOKEN", "Bearer token when the server has REGRESSD_AUTH_TOKENS")
 	spec := fs.String("spec", "", "create: trigger spec")
 	targs := fs.String("args", "", "create: trigger arguments")
 	disabled := fs.Bool("disabled", false, "create: store the trigger disabled")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), triggerUsage, strings.Join(scheduler.ValidArgs(), ", "))
-		fs.PrintDefaults()
-	}
 	action, rest, err := c.m.parseAction(fs, args)
 	if err != nil {
 		return err
 	}
-	need := func(n int) error {
-		if len(rest) != n {
-			return usageErrorf("trigger %s takes %d name argument(s), got %d; run 'regressd trigger -h'", action, n, len(rest))
-		}
-		return nil
+	if n, ok := map[string]int{"create": 1, "list": 0, "show": 1, "delete": 1, "enable": 1, "disable": 1}[action]; ok && len(rest) != n {
+		return usageErrorf("trigger %s takes %d name argument(s), got %d; run 'regressd trigger -h'", action, n, len(rest))
 	}
 	switch action {
 	case "create":
-		if err := need(1); err != nil {
-			return err
-		}
 		if *spec == "" {
 			return errors.New("trigger create needs --spec (request:NAME, every:15m or cron:EXPR)")
 		}
@@ -82,9 +53,6 @@ func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 		}
 		return nil
 	case "list":
-		if err := need(0); err != nil {
-			return err
-		}
 		ts, err := c.client.Triggers(ctx)
 		if err != nil {
 			return err
@@ -96,27 +64,18 @@ func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	case "show":
-		if err := need(1); err != nil {
-			return err
-		}
 		t, err := c.client.Trigger(ctx, rest[0])
 		if err != nil {
 			return err
 		}
 		return printTrigger(c.m.Stdout, t)
 	case "delete":
-		if err := need(1); err != nil {
-			return err
-		}
 		if err := c.client.DeleteTrigger(ctx, rest[0]); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.m.Stdout, "deleted trigger %s\n", rest[0])
 		return nil
 	case "enable", "disable":
-		if err := need(1); err != nil {
-			return err
-		}
 		if err := c.client.SetDisabled(ctx, rest[0], action == "disable"); err != nil {
 			return err
 		}
