@@ -381,10 +381,17 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, errorBody{Error: msg, Message: msg, Code: code})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeJSON(w http.ResponseWriter, status int, v any) { WriteJSON(w, status, v, "") }
+
+// WriteJSON answers v as JSON with status, indented by indent ("" for
+// none): encoded whole before the header goes (a value that cannot be
+// encoded answers 500), HTML left unescaped (messages quote <key>; this is
+// not HTML), with its Content-Length. regressd's HTTP APIs answer with it.
+func WriteJSON(w http.ResponseWriter, status int, v any, indent string) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // messages quote <key>; this is not HTML
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
 	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
 		buf.Reset()

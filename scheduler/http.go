@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/regressd/regressd/gateway"
 	"github.com/regressd/regressd/schemas"
 )
 
@@ -340,13 +341,7 @@ func writeFailed(w http.ResponseWriter, status int, taskID, msg string) {
 	writeJSON(w, status, body)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { gateway.WriteJSON(w, status, v, "  ") }
 
 // logger for a task: every line carries the task id.
 func (s *Scheduler) taskLog(taskID string) *slog.Logger { return s.log.With("task_id", taskID) }
