@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	"github.com/regressd/regressd/tsdb/pgtest"
 	"github.com/regressd/regressd/worker"
 )
-
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 // Every role runs a task and stops: Close joins every goroutine the
 // pipeline started (roles, their consumers and committers, the servers),

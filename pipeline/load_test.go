@@ -1,4 +1,4 @@
-package main
+package pipeline_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/regressd/regressd/pipeline/pipelinetest"
 )
 
 // TestLoad fires 50 webhook runs on distinct windows and 10 schedules that
@@ -24,29 +26,29 @@ func TestLoad(t *testing.T) {
 	const webhooks, schedules = 50, 10
 	model, flags := faultPredictor(t)
 	t.Setenv("SERVICE_API_KEY", "test-key") // scheduled runs' key
-	e := startEnv(t, append(flags, "--concurrency", "4", "--log-level", "info")...)
+	e := pipelinetest.Start(t, append(flags, "--concurrency", "4", "--log-level", "info")...)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("--- regressd log ---\n%s", e.logs.String())
+			t.Logf("--- regressd log ---\n%s", e.Logs.String())
 		}
 	})
 	ctx := context.Background()
 
 	// 50 windows of one series, 30 rows to predict in each.
 	const span, gapEach = 120, 4
-	e.makeTable(seriesSpec{table: "ld", start: t0, rows: webhooks * span, gapEach: gapEach})
-	e.createTrigger("ld", "request:ld", fmt.Sprintf("measurement=ld,field=y,feature_fields=x1 x2,model=%s,min_history=20,predict_batch_size=10", model))
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "ld", Start: pipelinetest.T0, Rows: webhooks * span, GapEach: gapEach})
+	e.CreateTrigger("ld", "request:ld", fmt.Sprintf("measurement=ld,field=y,feature_fields=x1 x2,model=%s,min_history=20,predict_batch_size=10", model))
 	// 10 measurements that end now, each predicted by a schedule.
 	now := time.Now().UTC().Truncate(time.Hour)
 	for i := 0; i < schedules; i++ {
-		e.makeTable(seriesSpec{table: fmt.Sprintf("ls%d", i), start: now.Add(-240 * time.Hour), rows: 240, gapEach: gapEach})
+		e.MakeTable(pipelinetest.SeriesSpec{Table: fmt.Sprintf("ls%d", i), Start: now.Add(-240 * time.Hour), Rows: 240, GapEach: gapEach})
 	}
 	wantRows := webhooks*span/gapEach + schedules*240/gapEach
 
 	// Schedules every 5s tick on multiples of 5s: create them, then start
 	// the webhooks just before a tick so everything lands together.
 	for i := 0; i < schedules; i++ {
-		e.createTrigger(fmt.Sprintf("ls%d", i), "every:5s", fmt.Sprintf("measurement=ls%d,field=y,feature_fields=x1 x2,model=%s,min_history=20,window=20d,predict_batch_size=10", i, model))
+		e.CreateTrigger(fmt.Sprintf("ls%d", i), "every:5s", fmt.Sprintf("measurement=ls%d,field=y,feature_fields=x1 x2,model=%s,min_history=20,window=20d,predict_batch_size=10", i, model))
 	}
 	tick := time.Now().Truncate(5 * time.Second).Add(5 * time.Second)
 	if time.Until(tick) < 2*time.Second {
@@ -60,8 +62,8 @@ func TestLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			from := t0.Add(time.Duration(i*span) * time.Hour)
-			st, out := e.engine("ld", window(from, from.Add(span*time.Hour)))
+			from := pipelinetest.T0.Add(time.Duration(i*span) * time.Hour)
+			st, out := e.Engine("ld", pipelinetest.Window(from, from.Add(span*time.Hour)))
 			if r, ok := out["result"].(map[string]any); ok && st == http.StatusOK {
 				statuses[i], _ = r["status"].(string)
 			} else {
@@ -70,17 +72,17 @@ func TestLoad(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitUntil(t, 2*time.Minute, func() bool {
-		return e.count(`SELECT count(DISTINCT trigger_name) FROM regressd_tasks WHERE trigger_name LIKE 'ls%' AND status = 'success'`) == schedules
+	pipelinetest.WaitUntil(t, 2*time.Minute, func() bool {
+		return e.Count(`SELECT count(DISTINCT trigger_name) FROM regressd_tasks WHERE trigger_name LIKE 'ls%' AND status = 'success'`) == schedules
 	}, "every schedule's first tick done")
 
 	var last time.Time
-	if err := e.pool.QueryRow(ctx, `SELECT max(updated) FROM regressd_tasks WHERE status = 'success'`).Scan(&last); err != nil {
+	if err := e.Pool.QueryRow(ctx, `SELECT max(updated) FROM regressd_tasks WHERE status = 'success'`).Scan(&last); err != nil {
 		t.Fatal(err)
 	}
 	took := last.Sub(start)
 	for i := 0; i < schedules; i++ { // stop the schedules before counting
-		e.do(http.MethodDelete, "/api/v3/configure/processing_engine_trigger/"+fmt.Sprintf("ls%d", i), nil, nil)
+		e.Do(http.MethodDelete, "/api/v3/configure/processing_engine_trigger/"+fmt.Sprintf("ls%d", i), nil, nil)
 	}
 	for i, s := range statuses {
 		if s != "success" {
@@ -89,7 +91,7 @@ func TestLoad(t *testing.T) {
 	}
 	// One scheduled task per trigger wrote; later ticks found nothing left.
 	var ticks []string
-	rows, _ := e.pool.Query(ctx, `SELECT trigger_name, min(window_end) FROM regressd_tasks WHERE trigger_name LIKE 'ls%' AND written > 0 GROUP BY 1`)
+	rows, _ := e.Pool.Query(ctx, `SELECT trigger_name, min(window_end) FROM regressd_tasks WHERE trigger_name LIKE 'ls%' AND written > 0 GROUP BY 1`)
 	for rows.Next() {
 		var name string
 		var end time.Time
@@ -108,9 +110,9 @@ func TestLoad(t *testing.T) {
 		}
 		return s
 	}()...) {
-		total += e.count(fmt.Sprintf(`SELECT count(*) FROM %s`, pgx.Identifier{table + "_regressed"}.Sanitize()))
+		total += e.Count(fmt.Sprintf(`SELECT count(*) FROM %s`, pgx.Identifier{table + "_regressed"}.Sanitize()))
 	}
-	if err := e.pool.QueryRow(ctx, `SELECT coalesce(sum(written), 0) FROM regressd_tasks`).Scan(&written); err != nil {
+	if err := e.Pool.QueryRow(ctx, `SELECT coalesce(sum(written), 0) FROM regressd_tasks`).Scan(&written); err != nil {
 		t.Fatal(err)
 	}
 	if total != wantRows || written != total {

@@ -1,4 +1,4 @@
-package main
+package pipeline_test
 
 import (
 	"bytes"
@@ -12,136 +12,111 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regressd/regressd/pipeline/pipelinetest"
 	"github.com/regressd/regressd/schemas"
 )
 
-var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-func args(table string, extra string) string {
-	return argsModel(table, defaultModel(), extra)
-}
-
-func argsModel(table, model, extra string) string {
-	a := "measurement=" + table + ",field=y,feature_fields=x1 x2,model=" + model + ",min_history=20"
-	if extra != "" {
-		a += "," + extra
-	}
-	return a
-}
-
-func window(from, to time.Time) map[string]any {
-	return map[string]any{"start_time": from.Format(time.RFC3339), "end_time": to.Format(time.RFC3339)}
-}
-
-func sourceChecksum(e *env, table string) string {
-	var s string
-	if err := e.pool.QueryRow(context.Background(), `SELECT md5(string_agg(t::text, '|' ORDER BY "time")) FROM `+table+` t`).Scan(&s); err != nil {
-		e.t.Fatal(err)
-	}
-	return s
-}
-
 func TestWebhookWritesPredictions(t *testing.T) {
-	e := startEnv(t)
-	e.makeTable(seriesSpec{table: "m1", start: t0, rows: 300, gapEach: 10, tags: map[string]string{"host": "a"}})
-	before := sourceChecksum(e, "m1")
-	e.createTrigger("m1", "request:m1", args("m1", "predict_batch_size=7"))
+	e := pipelinetest.Start(t)
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "m1", Start: pipelinetest.T0, Rows: 300, GapEach: 10, Tags: map[string]string{"host": "a"}})
+	before := e.SourceChecksum("m1")
+	e.CreateTrigger("m1", "request:m1", pipelinetest.Args("m1", "predict_batch_size=7"))
 
-	status, out := e.engine("m1", window(t0, t0.Add(300*time.Hour)))
+	status, out := e.Engine("m1", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(300*time.Hour)))
 	if status != http.StatusOK || out["status"] != "success" || out["task_id"] == "" {
 		t.Fatalf("HTTP %d: %v", status, out)
 	}
-	r := result(t, out)
+	r := pipelinetest.Result(t, out)
 	if got, want := r["status"], "success"; got != want {
 		t.Fatalf("result status=%v, want %v (%v)", got, want, r)
 	}
-	if got, want := num(r["written"]), 30; got != want {
+	if got, want := pipelinetest.Num(r["written"]), 30; got != want {
 		t.Fatalf("written=%d, want %d", got, want)
 	}
-	if got := e.count(`SELECT count(*) FROM m1_regressed WHERE source = 'm1' AND target = 'y' AND host = 'a' AND model = $1 AND value = value`, defaultModel()); got != 30 {
+	if got := e.Count(`SELECT count(*) FROM m1_regressed WHERE source = 'm1' AND target = 'y' AND host = 'a' AND model = $1 AND value = value`, pipelinetest.DefaultModel()); got != 30 {
 		t.Fatalf("rows in m1_regressed=%d, want 30", got)
 	}
 	// One point per predicted row, at that row's timestamp.
-	if got := e.count(`SELECT count(*) FROM m1_regressed r JOIN m1 s ON s."time" = r."time" WHERE s.y IS NULL`); got != 30 {
+	if got := e.Count(`SELECT count(*) FROM m1_regressed r JOIN m1 s ON s."time" = r."time" WHERE s.y IS NULL`); got != 30 {
 		t.Fatalf("predictions at gap timestamps=%d, want 30", got)
 	}
-	if after := sourceChecksum(e, "m1"); after != before {
+	if after := e.SourceChecksum("m1"); after != before {
 		t.Fatal("the source table changed")
 	}
 	// The task is visible by id.
 	tid := out["task_id"].(string)
-	st, body := e.do(http.MethodGet, "/api/v3/engine/m1/tasks/"+tid, nil, nil)
+	st, body := e.Do(http.MethodGet, "/api/v3/engine/m1/tasks/"+tid, nil, nil)
 	if st != http.StatusOK || !strings.Contains(string(body), `"batches": 5`) {
 		t.Fatalf("task lookup HTTP %d: %s", st, body)
 	}
 	// Every batch written: the task's plan and context are forgotten.
-	e.waitObjects(tid)
+	e.WaitObjects(tid)
 	// Once the live summary has expired, the task endpoint reads the ledger.
-	kv, err := e.st.JS.KeyValue(context.Background(), schemas.BucketTasks)
+	kv, err := e.P.JS.KeyValue(context.Background(), schemas.BucketTasks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := kv.Purge(context.Background(), tid); err != nil {
 		t.Fatal(err)
 	}
-	st, body = e.do(http.MethodGet, "/api/v3/engine/m1/tasks/"+tid, nil, nil)
+	st, body = e.Do(http.MethodGet, "/api/v3/engine/m1/tasks/"+tid, nil, nil)
 	if st != http.StatusOK || !strings.Contains(string(body), `"batches": 5`) || !strings.Contains(string(body), `"written": 30`) {
 		t.Fatalf("task lookup from the ledger: HTTP %d: %s", st, body)
 	}
 
 	// skip_existing: a second run over more of the window pays for nothing twice.
-	status, out = e.engine("m1", window(t0, t0.Add(301*time.Hour)))
-	r = result(t, out)
+	status, out = e.Engine("m1", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(301*time.Hour)))
+	r = pipelinetest.Result(t, out)
 	if status != http.StatusOK || r["status"] != "skipped" || !strings.Contains(r["message"].(string), "already have a prediction") {
 		t.Fatalf("second run: HTTP %d %v", status, out)
 	}
-	if got := e.count(`SELECT count(*) FROM m1_regressed`); got != 30 {
+	if got := e.Count(`SELECT count(*) FROM m1_regressed`); got != 30 {
 		t.Fatalf("rows after second run=%d, want 30", got)
 	}
 }
 
 func TestDryRunAndReplace(t *testing.T) {
-	e := startEnv(t)
-	e.makeTable(seriesSpec{table: "m2", start: t0, rows: 200, gapEach: 20})
-	e.createTrigger("m2", "request:m2", args("m2", "skip_existing=false"))
+	e := pipelinetest.Start(t)
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "m2", Start: pipelinetest.T0, Rows: 200, GapEach: 20})
+	e.CreateTrigger("m2", "request:m2", pipelinetest.Args("m2", "skip_existing=false"))
 
-	body := window(t0, t0.Add(200*time.Hour))
+	body := pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(200*time.Hour))
 	body["dry_run"] = true
-	status, out := e.engine("m2", body)
-	r := result(t, out)
+	status, out := e.Engine("m2", body)
+	r := pipelinetest.Result(t, out)
 	if status != http.StatusOK || r["status"] != "dry_run" {
 		t.Fatalf("dry run: HTTP %d %v", status, out)
 	}
 	preds, _ := r["predictions"].([]any)
-	if len(preds) != 10 || num(r["written"]) != 0 {
+	if len(preds) != 10 || pipelinetest.Num(r["written"]) != 0 {
 		t.Fatalf("dry run returned %d predictions, written %v; want 10 and 0", len(preds), r["written"])
 	}
-	if n := e.count(`SELECT count(*) FROM pg_tables WHERE tablename = 'm2_regressed'`); n != 0 {
+	if n := e.Count(`SELECT count(*) FROM pg_tables WHERE tablename = 'm2_regressed'`); n != 0 {
 		t.Fatal("dry run created the output table")
 	}
 
 	for i := 0; i < 2; i++ { // skip_existing=false: predicted again, replaced, never doubled
-		status, out = e.engine("m2", window(t0, t0.Add(time.Duration(200+i)*time.Hour)))
-		if r := result(t, out); status != http.StatusOK || num(r["written"]) != 10 {
+		status, out = e.Engine("m2", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(time.Duration(200+i)*time.Hour)))
+		if r := pipelinetest.Result(t, out); status != http.StatusOK || pipelinetest.Num(r["written"]) != 10 {
 			t.Fatalf("run %d: HTTP %d %v", i, status, out)
 		}
 	}
-	if got := e.count(`SELECT count(*) FROM m2_regressed`); got != 10 {
+	if got := e.Count(`SELECT count(*) FROM m2_regressed`); got != 10 {
 		t.Fatalf("rows=%d, want 10", got)
 	}
 }
 
 func TestEngineEndpointRefusals(t *testing.T) {
-	e := startEnv(t)
-	e.makeTable(seriesSpec{table: "m3", start: t0, rows: 100, gapEach: 5})
-	e.createTrigger("m3", "request:m3", args("m3", ""))
-	w := window(t0, t0.Add(100*time.Hour))
+	e := pipelinetest.Start(t)
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "m3", Start: pipelinetest.T0, Rows: 100, GapEach: 5})
+	e.CreateTrigger("m3", "request:m3", pipelinetest.Args("m3", ""))
+	w := pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour))
 
-	st, body := e.do(http.MethodPost, "/api/v3/engine/m3", nil, w)
+	st, body := e.Do(http.MethodPost, "/api/v3/engine/m3", nil, w)
 	if st != http.StatusUnauthorized || !strings.Contains(string(body), "X-Service-Api-Key") {
 		t.Fatalf("no key: HTTP %d %s", st, body)
 	}
-	st, body = e.do(http.MethodPost, "/api/v3/engine/m3", map[string]string{"Authorization": "Api-Key k"}, w)
+	st, body = e.Do(http.MethodPost, "/api/v3/engine/m3", map[string]string{"Authorization": "Api-Key k"}, w)
 	if st != http.StatusUnauthorized || !strings.Contains(string(body), "Authorization header is regressd's own") {
 		t.Fatalf("Authorization only: HTTP %d %s", st, body)
 	}
@@ -155,33 +130,33 @@ func TestEngineEndpointRefusals(t *testing.T) {
 		{"unknown trigger", "nope", w, 404, "no request trigger"},
 		{"unknown body key", "m3", map[string]any{"colour": 1}, 400, `unknown body key "colour"`},
 		{"pinned key", "m3", map[string]any{"field": "x1"}, 400, "set by the trigger"},
-		{"start after end", "m3", window(t0.Add(time.Hour), t0), 400, "not before"},
+		{"start after end", "m3", pipelinetest.Window(pipelinetest.T0.Add(time.Hour), pipelinetest.T0), 400, "not before"},
 		{"not json", "m3", "{", 400, "JSON object"},
 	}
 	for _, tc := range cases {
-		st, out := e.engine(tc.trigger, tc.body)
+		st, out := e.Engine(tc.trigger, tc.body)
 		if st != tc.status || out["status"] != "failed" || !strings.Contains(out["message"].(string), tc.want) {
 			t.Errorf("%s: HTTP %d %v, want %d with %q", tc.name, st, out, tc.status, tc.want)
 		}
 	}
 	big := bytes.Repeat([]byte(" "), 10<<20+10)
-	if st, _ := e.do(http.MethodPost, "/api/v3/engine/m3", map[string]string{"X-Service-Api-Key": "k"}, big); st != http.StatusRequestEntityTooLarge {
+	if st, _ := e.Do(http.MethodPost, "/api/v3/engine/m3", map[string]string{"X-Service-Api-Key": "k"}, big); st != http.StatusRequestEntityTooLarge {
 		t.Errorf("11 MiB body: HTTP %d, want 413", st)
 	}
 }
 
 func TestRunRulesBeforeTheModel(t *testing.T) {
-	e := startEnv(t)
+	e := pipelinetest.Start(t)
 	ctx := context.Background()
-	e.makeTable(seriesSpec{table: "multi", start: t0, rows: 60, gapEach: 4, tags: map[string]string{"host": "a"}})
-	e.makeTable(seriesSpec{table: "multi", start: t0, rows: 60, gapEach: 4, tags: map[string]string{"host": "b"}})
-	e.makeTable(seriesSpec{table: "few", start: t0, rows: 30, gapEach: 2})
-	e.makeTable(seriesSpec{table: "full", start: t0, rows: 60})
-	e.makeTable(seriesSpec{table: "big", start: t0, rows: 500, gapEach: 10})
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "multi", Start: pipelinetest.T0, Rows: 60, GapEach: 4, Tags: map[string]string{"host": "a"}})
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "multi", Start: pipelinetest.T0, Rows: 60, GapEach: 4, Tags: map[string]string{"host": "b"}})
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "few", Start: pipelinetest.T0, Rows: 30, GapEach: 2})
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "full", Start: pipelinetest.T0, Rows: 60})
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "big", Start: pipelinetest.T0, Rows: 500, GapEach: 10})
 	// These three are fine when their triggers are created and spoilt after,
 	// so the run's own schema check is what refuses them.
 	for _, name := range []string{"texty", "clash", "missing"} {
-		e.makeTable(seriesSpec{table: name, start: t0, rows: 10})
+		e.MakeTable(pipelinetest.SeriesSpec{Table: name, Start: pipelinetest.T0, Rows: 10})
 	}
 	for _, tr := range []struct{ name, extra string }{
 		{"multi", ""}, {"multi_one", "tags=host:b"}, {"few", ""}, {"full", ""}, {"big", "max_read_rows=200"},
@@ -191,12 +166,12 @@ func TestRunRulesBeforeTheModel(t *testing.T) {
 		if table == "" {
 			table = tr.name
 		}
-		e.createTrigger(tr.name, "request:"+tr.name, args(table, tr.extra))
+		e.CreateTrigger(tr.name, "request:"+tr.name, pipelinetest.Args(table, tr.extra))
 	}
-	if _, err := e.pool.Exec(ctx, `ALTER TABLE texty ALTER COLUMN x1 TYPE text; ALTER TABLE clash ADD COLUMN source text; DROP TABLE missing`); err != nil {
+	if _, err := e.Pool.Exec(ctx, `ALTER TABLE texty ALTER COLUMN x1 TYPE text; ALTER TABLE clash ADD COLUMN source text; DROP TABLE missing`); err != nil {
 		t.Fatal(err)
 	}
-	w := window(t0, t0.Add(1000*time.Hour))
+	w := pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(1000*time.Hour))
 	cases := []struct {
 		trigger string
 		status  int
@@ -213,7 +188,7 @@ func TestRunRulesBeforeTheModel(t *testing.T) {
 		{"missing", 404, "failed", []string{`"missing" does not exist`}},
 	}
 	for _, tc := range cases {
-		st, out := e.engine(tc.trigger, w)
+		st, out := e.Engine(tc.trigger, w)
 		if st != tc.status {
 			t.Errorf("%s: HTTP %d %v, want %d", tc.trigger, st, out, tc.status)
 			continue
@@ -233,64 +208,64 @@ func TestRunRulesBeforeTheModel(t *testing.T) {
 			}
 		}
 		if tc.trigger == "big" {
-			r := result(t, out)
-			if r["read_truncated"] != true || num(r["read_rows"]) != 200 || num(r["written"]) != 20 {
+			r := pipelinetest.Result(t, out)
+			if r["read_truncated"] != true || pipelinetest.Num(r["read_rows"]) != 200 || pipelinetest.Num(r["written"]) != 20 {
 				t.Errorf("big: %v, want the newest 200 rows read, cut flagged, 20 written", r)
 			}
 		}
 	}
-	if n := e.count(`SELECT count(*) FROM pg_tables WHERE tablename IN ('few_regressed', 'texty_regressed', 'clash_regressed', 'full_regressed')`); n != 0 {
+	if n := e.Count(`SELECT count(*) FROM pg_tables WHERE tablename IN ('few_regressed', 'texty_regressed', 'clash_regressed', 'full_regressed')`); n != 0 {
 		t.Errorf("%d output tables created by runs that must not call the model", n)
 	}
 }
 
 func TestScheduleWritesEachRowOnce(t *testing.T) {
-	e := startEnv(t)
+	e := pipelinetest.Start(t)
 	now := time.Now().UTC()
-	e.makeTable(seriesSpec{table: "sched", start: now.Add(-100 * time.Hour), rows: 100, gapEach: 5})
-	e.createTrigger("sched", "every:1s", args("sched", "window=10d"))
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "sched", Start: now.Add(-100 * time.Hour), Rows: 100, GapEach: 5})
+	e.CreateTrigger("sched", "every:1s", pipelinetest.Args("sched", "window=10d"))
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if e.count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'sched' AND status <> 'running'`) >= 3 {
+		if e.Count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'sched' AND status <> 'running'`) >= 3 {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if n := e.count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'sched' AND status <> 'running'`); n < 3 {
+	if n := e.Count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'sched' AND status <> 'running'`); n < 3 {
 		t.Fatalf("only %d scheduled runs finished", n)
 	}
-	if got := e.count(`SELECT count(*) FROM sched_regressed`); got != 20 {
+	if got := e.Count(`SELECT count(*) FROM sched_regressed`); got != 20 {
 		t.Fatalf("rows=%d, want 20 (each gap once)", got)
 	}
-	if got := e.count(`SELECT count(DISTINCT "time") FROM sched_regressed`); got != 20 {
+	if got := e.Count(`SELECT count(DISTINCT "time") FROM sched_regressed`); got != 20 {
 		t.Fatalf("distinct times=%d, want 20", got)
 	}
-	if got := e.count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'sched' AND status = 'success'`); got != 1 {
+	if got := e.Count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'sched' AND status = 'success'`); got != 1 {
 		t.Fatalf("%d runs wrote; want exactly 1 (the rest skipped)", got)
 	}
 }
 
 func TestServiceKeyNeverStored(t *testing.T) {
 	const key = "KEY-canary-7f3e9b1d5c"
-	e := startEnv(t)
-	e.makeTable(seriesSpec{table: "k", start: t0, rows: 100, gapEach: 5})
-	e.createTrigger("k", "request:k", args("k", ""))
-	st, body := e.do(http.MethodPost, "/api/v3/engine/k", map[string]string{"X-Service-Api-Key": key}, window(t0, t0.Add(100*time.Hour)))
+	e := pipelinetest.Start(t)
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "k", Start: pipelinetest.T0, Rows: 100, GapEach: 5})
+	e.CreateTrigger("k", "request:k", pipelinetest.Args("k", ""))
+	st, body := e.Do(http.MethodPost, "/api/v3/engine/k", map[string]string{"X-Service-Api-Key": key}, pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
 	if st != http.StatusOK {
 		t.Fatalf("HTTP %d %s", st, body)
 	}
-	if strings.Contains(e.logs.String(), key) {
+	if strings.Contains(e.Logs.String(), key) {
 		t.Error("the key appears in the logs")
 	}
-	if n := e.count(`SELECT count(*) FROM (
+	if n := e.Count(`SELECT count(*) FROM (
 		SELECT row_to_json(t)::text AS j FROM regressd_tasks t UNION ALL
 		SELECT row_to_json(b)::text FROM regressd_task_batches b UNION ALL
 		SELECT row_to_json(r)::text FROM k_regressed r) x WHERE j LIKE '%' || $1 || '%'`, key); n != 0 {
 		t.Errorf("the key appears in %d database rows", n)
 	}
-	e.stop() // flush the stream store to disk
+	e.Stop() // flush the stream store to disk
 	found := ""
-	filepath.WalkDir(filepath.Join(e.dataDir, "nats"), func(p string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(filepath.Join(e.DataDir, "nats"), func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if b, _ := os.ReadFile(p); bytes.Contains(b, []byte(key)) {
 				found = p
@@ -304,22 +279,22 @@ func TestServiceKeyNeverStored(t *testing.T) {
 }
 
 func TestTriggerCreateChecksTheTable(t *testing.T) {
-	e := startEnv(t)
+	e := pipelinetest.Start(t)
 	ctx := context.Background()
-	e.makeTable(seriesSpec{table: "ok", start: t0, rows: 10})
-	if _, err := e.pool.Exec(ctx, `CREATE TABLE texty ("time" timestamptz, y double precision, x1 text, x2 double precision);
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "ok", Start: pipelinetest.T0, Rows: 10})
+	if _, err := e.Pool.Exec(ctx, `CREATE TABLE texty ("time" timestamptz, y double precision, x1 text, x2 double precision);
 		CREATE TABLE clash ("time" timestamptz, y double precision, x1 double precision, x2 double precision, source text)`); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct{ name, args, want string }{
-		{"missing", args("nope", ""), `"nope" does not exist`},
-		{"texty", args("texty", ""), `feature "x1" is of type text`},
-		{"clash", args("clash", ""), `"source" collides`},
-		{"badtag", args("ok", "tags=zone:x"), `tag "zone"`},
-		{"nofield", argsModel("ok", defaultModel(), "") + ",field=zz", `given twice`},
+		{"missing", pipelinetest.Args("nope", ""), `"nope" does not exist`},
+		{"texty", pipelinetest.Args("texty", ""), `feature "x1" is of type text`},
+		{"clash", pipelinetest.Args("clash", ""), `"source" collides`},
+		{"badtag", pipelinetest.Args("ok", "tags=zone:x"), `tag "zone"`},
+		{"nofield", pipelinetest.ArgsModel("ok", pipelinetest.DefaultModel(), "") + ",field=zz", `given twice`},
 	}
 	for _, tc := range cases {
-		st, body := e.do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", nil,
+		st, body := e.Do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", nil,
 			map[string]any{"trigger_name": tc.name, "trigger_specification": "every:1h", "trigger_arguments": tc.args})
 		var e struct{ Error string }
 		json.Unmarshal(body, &e)
@@ -328,9 +303,9 @@ func TestTriggerCreateChecksTheTable(t *testing.T) {
 		}
 	}
 	// A request trigger may leave the field to the body; the table is still checked.
-	e.createTrigger("partial", "request:partial", "measurement=ok,model="+defaultModel())
-	st, body := e.do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", nil,
-		map[string]any{"trigger_name": "partial2", "trigger_specification": "request:partial2", "trigger_arguments": "measurement=nope,model=" + defaultModel()})
+	e.CreateTrigger("partial", "request:partial", "measurement=ok,model="+pipelinetest.DefaultModel())
+	st, body := e.Do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", nil,
+		map[string]any{"trigger_name": "partial2", "trigger_specification": "request:partial2", "trigger_arguments": "measurement=nope,model=" + pipelinetest.DefaultModel()})
 	if st != http.StatusBadRequest || !strings.Contains(string(body), "does not exist") {
 		t.Errorf("partial trigger on a missing table: HTTP %d %s", st, body)
 	}

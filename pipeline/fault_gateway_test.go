@@ -1,4 +1,4 @@
-package main
+package pipeline_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/regressd/regressd/pipeline/pipelinetest"
 	"github.com/regressd/regressd/schemas"
 )
 
@@ -58,7 +59,7 @@ func (v *flakyVendor) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	answerLikeVendor(w, r)
+	pipelinetest.AnswerLikeVendor(w, r)
 }
 
 func (v *flakyVendor) callsBetween(from, to time.Time) int {
@@ -107,14 +108,14 @@ func TestGatewayOutageOpensBreaker(t *testing.T) {
 	ref := reference(t, load, model, extra, "--predictor", "remote", "--gateway-url", healthy.URL)
 
 	flaky := newFlakyVendor(t, 8*time.Second)
-	e := startEnv(t, "--predictor", "remote", "--gateway-url", flaky.URL)
-	load.setup(t, e.pool, e.st.JS, model, extra)
+	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", flaky.URL)
+	load.setup(t, e.Pool, e.P.JS, model, extra)
 	ctx := faultContext(t, 3*time.Minute)
-	statuses := submit(t, ctx, func() string { return e.url }, load.tasks(), 0)
+	statuses := submit(t, ctx, func() string { return e.URL }, load.tasks(), 0)
 	allSucceeded(t, statuses, len(load.tasks()))
-	sameAsReference(t, e.pool, load, ref)
+	sameAsReference(t, e.Pool, load, ref)
 
-	open, halfOpen := breakerChanges(t, e.logs.String())
+	open, halfOpen := breakerChanges(t, e.Logs.String())
 	if len(open) == 0 || len(halfOpen) == 0 {
 		t.Fatalf("the breaker never opened and probed again (opened %d, half-open %d times)", len(open), len(halfOpen))
 	}
@@ -138,6 +139,6 @@ func TestGatewayOutageOpensBreaker(t *testing.T) {
 	t.Logf("breaker opened %d time(s); %d gateway calls in all", len(open), len(flaky.calls))
 }
 
-func countDLQ(t *testing.T, e *env) int {
-	return len(e.dlqEntries(schemas.SubjectDLQ + ">"))
+func countDLQ(t *testing.T, e *pipelinetest.Env) int {
+	return len(e.DeadLetters(schemas.SubjectDLQ + ">"))
 }

@@ -1,4 +1,4 @@
-package main
+package pipeline_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/pipeline/pipelinetest"
 	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
 )
@@ -137,7 +138,7 @@ func (l faultLoad) tasks() []faultTask {
 	var out []faultTask
 	for w := 0; w < l.windows; w++ {
 		for _, h := range l.hosts {
-			s := t0.Add(time.Duration(w) * l.span)
+			s := pipelinetest.T0.Add(time.Duration(w) * l.span)
 			out = append(out, faultTask{trigger: l.table + "_" + h, start: s, end: s.Add(l.span)})
 		}
 	}
@@ -173,7 +174,7 @@ func (l faultLoad) setup(t *testing.T, pool *pgxpool.Pool, js jetstream.JetStrea
 			if i%l.gapEach == 0 {
 				y = nil
 			}
-			return []any{t0.Add(time.Duration(i) * time.Hour), h, x1, x2, y}, nil
+			return []any{pipelinetest.T0.Add(time.Duration(i) * time.Hour), h, x1, x2, y}, nil
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -233,7 +234,7 @@ func submit(t *testing.T, ctx context.Context, base func() string, tasks []fault
 }
 
 func runTask(ctx context.Context, client *http.Client, base func() string, tk faultTask) (string, error) {
-	body, _ := json.Marshal(window(tk.start, tk.end))
+	body, _ := json.Marshal(pipelinetest.Window(tk.start, tk.end))
 	var last string
 	for ctx.Err() == nil {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base()+"/api/v3/engine/"+tk.trigger, strings.NewReader(string(body)))
@@ -293,23 +294,23 @@ func snapshot(t *testing.T, pool *pgxpool.Pool, table string) map[string]float64
 func reference(t *testing.T, load faultLoad, model, extraArgs string, flags ...string) map[string]float64 {
 	t.Helper()
 	began := time.Now()
-	e := startEnv(t, flags...)
+	e := pipelinetest.Start(t, flags...)
 	defer func() {
-		e.stop()
+		e.Stop()
 		t.Logf("fault-free reference run: %d rows in %v", load.rows(), time.Since(began).Round(time.Millisecond))
 		if os.Getenv("REGRESSD_FAULT_LOGS") != "" {
-			t.Logf("--- reference run log ---\n%s", e.logs.String())
+			t.Logf("--- reference run log ---\n%s", e.Logs.String())
 		}
 	}()
-	load.setup(t, e.pool, e.st.JS, model, extraArgs)
+	load.setup(t, e.Pool, e.P.JS, model, extraArgs)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for tk, s := range submit(t, ctx, func() string { return e.url }, load.tasks(), 0) {
+	for tk, s := range submit(t, ctx, func() string { return e.URL }, load.tasks(), 0) {
 		if s != "success" {
 			t.Fatalf("reference run: task %v ended %q", tk, s)
 		}
 	}
-	ref := snapshot(t, e.pool, load.table)
+	ref := snapshot(t, e.Pool, load.table)
 	if len(ref) != load.rows() {
 		t.Fatalf("reference run wrote %d rows, want %d", len(ref), load.rows())
 	}

@@ -1,12 +1,15 @@
-package main
+package pipeline_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,45 +19,59 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/regressd/regressd/pipeline"
+	"github.com/regressd/regressd/pipeline/pipelinetest"
+	"github.com/regressd/regressd/tsdb/pgtest"
 )
 
-// The fault tests run regressd's roles as real processes of the real binary,
-// and NATS servers as processes of this test binary, so that each can be
-// killed with SIGKILL at any instant.
+// The fault tests run regressd's roles as processes of this test binary,
+// each starting its role with pipeline.Start, and NATS servers as processes
+// of this test binary too, so that each can be killed with SIGKILL at any
+// instant.
 
-// built is the regressd binary, built once per test binary run.
-var built struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
+func TestMain(m *testing.M) {
+	runNATSHelper() // when asked to, this process is a NATS server for the fault tests, and exits
+	runRoleHelper() // or a role
+	os.Exit(pgtest.Main(m))
 }
 
-// regressdBinary builds cmd/regressd once and returns its path.
-func regressdBinary(t *testing.T) string {
-	t.Helper()
-	built.once.Do(func() {
-		built.dir, built.err = os.MkdirTemp("", "regressd-bin-")
-		if built.err != nil {
-			return
-		}
-		built.path = filepath.Join(built.dir, "regressd")
-		out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput()
-		if err != nil {
-			built.err = fmt.Errorf("go build: %v: %s", err, out)
-		}
-	})
-	if built.err != nil {
-		t.Fatal(built.err)
-	}
-	return built.path
-}
+// envRoleHelper, when set to a JSON array (a role, then its flags as the
+// command line takes them), turns this test binary into that role's
+// process: a process the tests can kill -9 or stop with SIGTERM.
+const envRoleHelper = "REGRESSD_TEST_ROLE"
 
-// removeBuiltBinary is called by TestMain after the tests.
-func removeBuiltBinary() {
-	if built.dir != "" {
-		os.RemoveAll(built.dir)
+// runRoleHelper runs the role envRoleHelper names until SIGTERM, then
+// stops it gracefully and exits; it returns when not asked to.
+func runRoleHelper() {
+	spec := os.Getenv(envRoleHelper)
+	if spec == "" {
+		return
 	}
+	var args []string
+	if err := json.Unmarshal([]byte(spec), &args); err != nil || len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "role helper: want a JSON array of a role and its flags:", err)
+		os.Exit(2)
+	}
+	cfg, err := pipelinetest.Config(args[1:], os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "role helper:", err)
+		os.Exit(2)
+	}
+	cfg.Roles = []pipeline.Role{pipeline.Role(args[0])}
+	if args[0] == "run" {
+		cfg.Roles = pipeline.AllRoles
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	p, err := pipeline.Start(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "regressd:", err)
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	p.Close()
+	os.Exit(0)
 }
 
 // envNATSHelper, when set to a config file, turns this test binary into a
@@ -116,9 +133,9 @@ type natsNode struct {
 // ops/nats/cluster.conf (n > 1), each with its own store under t's temp dir.
 func startNATS(t *testing.T, n int) []*natsNode {
 	t.Helper()
-	conf, _ := filepath.Abs("../../ops/nats/single.conf")
+	conf, _ := filepath.Abs("../ops/nats/single.conf")
 	if n > 1 {
-		conf, _ = filepath.Abs("../../ops/nats/cluster.conf")
+		conf, _ = filepath.Abs("../ops/nats/cluster.conf")
 	}
 	dir := t.TempDir()
 	nodes := make([]*natsNode, n)
@@ -205,7 +222,7 @@ func waitPort(t *testing.T, port int, within time.Duration) {
 	}
 }
 
-// roleProc is one regressd role run as a process of the built binary.
+// roleProc is one regressd role run as a process of this test binary.
 type roleProc struct {
 	t      *testing.T
 	name   string
@@ -230,8 +247,10 @@ func (p *roleProc) start() {
 		p.t.Fatal(err)
 	}
 	fmt.Fprintf(logf, "=== start %s\n", time.Now().UTC().Format(time.RFC3339Nano))
-	cmd := exec.Command(regressdBinary(p.t), p.args...)
+	spec, _ := json.Marshal(p.args)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Env = append(cmd.Env, envRoleHelper+"="+string(spec))
 	cmd.SysProcAttr = childAttrs()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -1,4 +1,4 @@
-package main
+package pipeline_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/pipeline/pipelinetest"
 	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/tsdb/pgcluster"
 	"github.com/regressd/regressd/tsdb/pgtest"
@@ -51,7 +52,7 @@ func embeddedNATS(t *testing.T) string {
 // REGRESSD_FAULT_PREDICTOR=local runs them on the built-in engine.
 func faultPredictor(t *testing.T) (model string, flags []string) {
 	if os.Getenv("REGRESSD_FAULT_PREDICTOR") == "local" {
-		return defaultModel(), nil
+		return pipelinetest.DefaultModel(), nil
 	}
 	v := newFlakyVendor(t, 0)
 	return "vendor/model-x", []string{"--predictor", "remote", "--gateway-url", v.URL}
@@ -213,7 +214,7 @@ func TestPostgresRestartMidWrite(t *testing.T) {
 	restarts := 0
 	for _, after := range []int{20, 90} {
 		// Mid-write: once the writer has committed this many batches.
-		waitUntil(t, 90*time.Second, func() bool {
+		pipelinetest.WaitUntil(t, 90*time.Second, func() bool {
 			var n int
 			pool.QueryRow(ctx, `SELECT count(*) FROM regressd_task_batches`).Scan(&n)
 			return n >= after
