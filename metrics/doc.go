@@ -8,4 +8,8 @@
 // takes values from a fixed set (unknown values become "other"): never a
 // task id, a series tag or an error text. The one label an operator
 // chooses is a scheduled trigger's name, bounded by the triggers defined.
+//
+// ops/METRICS.md lists every metric; the alerts, the dashboard and the
+// autoscaler under ops/ use only those names (TestMetricsMatchOpsList here
+// and the ops module's TestOpsUseListedMetrics keep them in step).
 package metrics
