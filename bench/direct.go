@@ -138,10 +138,10 @@ func directLoop(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, feat
 			if err != nil {
 				return dr, fmt.Errorf("direct loop: %w", err)
 			}
-			if err := r.Fit(tr.x, tr.y); err != nil {
+			if err := r.Fit(ctx, tr.x, tr.y); err != nil {
 				return dr, fmt.Errorf("direct loop: fit: %w", err)
 			}
-			preds, err := r.Predict(tr.qx[lo:hi])
+			preds, err := r.Predict(ctx, tr.qx[lo:hi])
 			if err != nil {
 				return dr, fmt.Errorf("direct loop: predict: %w", err)
 			}

@@ -34,7 +34,7 @@ type Server struct {
 
 // predictFunc runs one validated prediction on the engine and returns the
 // predictions and the engine's memory report as a JSON object.
-type predictFunc func(req engineRequest) ([]float64, json.RawMessage, error)
+type predictFunc func(ctx context.Context, req engineRequest) ([]float64, json.RawMessage, error)
 
 // engineRequest is what the engine is asked to do for one request.
 type engineRequest struct {
@@ -253,9 +253,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, log *slog.Logger)
 	case err != nil:
 		return 0, req.Model, Usage{}, nil // the caller went away
 	}
-	preds, report, err := s.runEngine(engineRequest{Model: req.Model, Policy: policy, X: req.X, Y: req.Y, Xq: req.Xq})
+	preds, report, err := s.runEngine(r.Context(), engineRequest{Model: req.Model, Policy: policy, X: req.X, Y: req.Y, Xq: req.Xq})
 	release()
 	if err != nil {
+		if r.Context().Err() != nil {
+			return 0, req.Model, Usage{}, nil // the caller went away; the engine stopped
+		}
 		return 0, req.Model, Usage{}, engineError(err)
 	}
 	if len(preds) != len(req.Xq) {
@@ -272,13 +275,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, log *slog.Logger)
 
 // runEngine calls the engine, turning a panic into an error so one bad
 // request cannot take the server down.
-func (s *Server) runEngine(req engineRequest) (preds []float64, report json.RawMessage, err error) {
+func (s *Server) runEngine(ctx context.Context, req engineRequest) (preds []float64, report json.RawMessage, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("engine panic: %v", p)
 		}
 	}()
-	return s.predict(req)
+	return s.predict(ctx, req)
 }
 
 func (s *Server) tooLarge() error {

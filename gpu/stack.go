@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"context"
+	"errors"
 	"math"
 	"slices"
 )
@@ -102,7 +104,8 @@ func headOutput64(h *head, rd *rowDists, d2 []float64) float64 {
 // well each predicts context rows it did not see. On a small context it uses
 // k-fold predictions with the hyperparameters refit in every fold, because
 // leave-one-out after tuning on the same rows flatters the tuned heads.
-func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) {
+// It stops with an error wrapping ctx.Err() once ctx ends.
+func (c *contextFit) stack(ctx context.Context, cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) error {
 	n, f := c.n, c.f
 	var cands [][]float64
 	var target []float64
@@ -112,7 +115,10 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 	init := 5
 	if n <= cfg.foldRows && n >= 10 {
 		init = 24
-		cands, target = c.foldCandidates(cfg, ys, solveChunk)
+		var err error
+		if cands, target, err = c.foldCandidates(ctx, cfg, ys, solveChunk); err != nil {
+			return err
+		}
 		tr, _, _ := fitTrend(c.z, n, f, ys)
 		c.tr = tr
 	} else {
@@ -131,7 +137,10 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 			tc[a] = tLoo[i]
 		}
 		cands = append(cands, tc)
-		hc := c.looCandidates(rows, ard, iso)
+		hc, err := c.looCandidates(ctx, rows, ard, iso)
+		if err != nil {
+			return err
+		}
 		// Heads in the fitted ARD metric carry the optimism of
 		// hyperparameters tuned on these rows: inflate their residuals by
 		// the AIC-like factor 1 + 2p/n (p = f+2 hyperparameters).
@@ -158,6 +167,7 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 			k++
 		}
 	}
+	return nil
 }
 
 // stackPairs bounds scored rows × context rows in the readout's scoring.
@@ -198,7 +208,7 @@ func (c *contextFit) scoreMask(cfg modelConfig) []bool {
 }
 
 // looCandidates is each head's leave-one-out prediction on the scored rows.
-func (c *contextFit) looCandidates(rows []int, ard, iso gpHyper) [][]float64 {
+func (c *contextFit) looCandidates(ctx context.Context, rows []int, ard, iso gpHyper) ([][]float64, error) {
 	n, f := c.n, c.f
 	nh := len(c.layers) * headsPerLayer
 	out := make([][]float64, nh)
@@ -219,7 +229,7 @@ func (c *contextFit) looCandidates(rows []int, ard, iso gpHyper) [][]float64 {
 		}
 	}
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
-	parallelFor(len(rows), 8, func(lo, hi int) {
+	err := parallelFor(ctx, len(rows), 8, func(lo, hi int) {
 		dA, dI := newRowDists(n), newRowDists(n)
 		d2 := make([]float64, n)
 		for a := lo; a < hi; a++ {
@@ -247,12 +257,12 @@ func (c *contextFit) looCandidates(rows []int, ard, iso gpHyper) [][]float64 {
 			}
 		}
 	})
-	return out
+	return out, err
 }
 
 // foldCandidates is the trend's and each head's prediction of every row from
 // a model fitted, hyperparameters included, on the other folds.
-func (c *contextFit) foldCandidates(cfg modelConfig, ys []float64, solveChunk int) ([][]float64, []float64) {
+func (c *contextFit) foldCandidates(ctx context.Context, cfg modelConfig, ys []float64, solveChunk int) ([][]float64, []float64, error) {
 	folds := max(cfg.folds, 2)
 	nh := len(c.layers) * headsPerLayer
 	out := make([][]float64, nh+1)
@@ -261,17 +271,23 @@ func (c *contextFit) foldCandidates(cfg modelConfig, ys []float64, solveChunk in
 	}
 	// Folds are independent and each writes only its own rows of out, so
 	// they run in parallel without changing a bit.
-	parallelFor(folds, 1, func(lo, hi int) {
+	errs := make([]error, folds)
+	if err := parallelFor(ctx, folds, 1, func(lo, hi int) {
 		for fo := lo; fo < hi; fo++ {
-			c.foldPredict(cfg, ys, solveChunk, folds, fo, out)
+			errs[fo] = c.foldPredict(ctx, cfg, ys, solveChunk, folds, fo, out)
 		}
-	})
-	return out, ys
+	}); err != nil {
+		return nil, nil, err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	return out, ys, nil
 }
 
 // foldPredict fills out's rows of fold fo (rows i ≡ fo mod folds) from a
 // model fitted, hyperparameters included, on the other folds.
-func (c *contextFit) foldPredict(cfg modelConfig, ys []float64, solveChunk, folds, fo int, out [][]float64) {
+func (c *contextFit) foldPredict(ctx context.Context, cfg modelConfig, ys []float64, solveChunk, folds, fo int, out [][]float64) error {
 	n, f := c.n, c.f
 	var tr, te []int
 	for i := range n {
@@ -288,12 +304,15 @@ func (c *contextFit) foldPredict(cfg modelConfig, ys []float64, solveChunk, fold
 		copy(zt[a*f:(a+1)*f], c.z[i*f:(i+1)*f])
 		yt[a] = ys[i]
 	}
-	ard := fitGP(zt, m, f, yt, cfg.gp)
+	ard := fitGP(ctx, zt, m, f, yt, cfg.gp)
 	iso := ard
 	if cfg.isoGP {
-		iso = fitGPIso(zt, m, f, yt, cfg.gp)
+		iso = fitGPIso(ctx, zt, m, f, yt, cfg.gp)
 	}
-	layers := buildHeads(cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
+	layers, err := buildHeads(ctx, cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
+	if err != nil {
+		return err
+	}
 	trd, _, _ := fitTrend(zt, m, f, yt)
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
 	dA, dI := newRowDists(m), newRowDists(m)
@@ -320,4 +339,5 @@ func (c *contextFit) foldPredict(cfg modelConfig, ys []float64, solveChunk, fold
 			}
 		}
 	}
+	return nil
 }

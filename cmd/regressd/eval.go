@@ -97,10 +97,10 @@ func (c *evalCommand) Run(ctx context.Context, args []string) error {
 			return nil, err
 		}
 		defer r.Close()
-		if err := r.Fit(X, y); err != nil {
+		if err := r.Fit(ctx, X, y); err != nil {
 			return nil, err
 		}
-		return r.Predict(Xq)
+		return r.Predict(ctx, Xq)
 	}
 	bar := progressBar(c.m.Stderr, start)
 	res, err := eval.Run(ctx, ds, predict, bar)
