@@ -84,6 +84,14 @@ func NewLocal(size int, opts ...gpu.Option) *Local {
 // Both stop when ctx ends; that error is not final, and a fit it stopped is
 // forgotten so that the next batch fits again.
 func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
+	if req.Timeout > 0 {
+		// The task's request_timeout bounds the engine as it bounds a
+		// hosted gateway's call: past it the work stops, and the batch is
+		// tried again like any transient failure.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
+		defer cancel()
+	}
 	key := req.Model + "|" + req.ContextID
 	f := l.acquire(key)
 	defer l.release(f)

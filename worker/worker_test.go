@@ -225,3 +225,26 @@ func TestUnreadableBatchIsDeadLettered(t *testing.T) {
 		t.Fatalf("dead letters %+v", entries)
 	}
 }
+
+// The built-in engine stops at the task's request_timeout, as a hosted
+// gateway's call would: the error is the context's, not final, so the
+// batch is tried again; a later batch with time enough fits and predicts.
+func TestLocalStopsAtTheRequestTimeout(t *testing.T) {
+	var X [][]float64
+	var y []float64
+	for i := range 400 {
+		x := float64(i) / 40
+		X, y = append(X, []float64{x, x * x}), append(y, 3*x-x*x)
+	}
+	l := NewLocal(4)
+	req := Request{Model: "regressd/model-4l", ContextID: "c1", X: X, Y: y, Xq: [][]float64{{1, 1}, {2, 4}}, Timeout: time.Microsecond}
+	_, err := l.Predict(context.Background(), req)
+	if err == nil || IsFinal(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("predict past its timeout: %v, want the deadline's error, not final", err)
+	}
+	req.Timeout = time.Minute
+	preds, err := l.Predict(context.Background(), req)
+	if err != nil || len(preds) != 2 {
+		t.Fatalf("predict in time: %v %v", preds, err)
+	}
+}
