@@ -22,8 +22,7 @@ import (
 
 func TestDisabledTriggerRefused(t *testing.T) {
 	e := pipelinetest.Start(t)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "off", Start: pipelinetest.T0, Rows: 10})
-	e.CreateTrigger("off", "request:off", pipelinetest.Args("off", ""))
+	e.Table(pipelinetest.SeriesSpec{Table: "off", Start: pipelinetest.T0, Rows: 10}, pipelinetest.Args("off", ""))
 	if st, _ := e.Do(http.MethodPost, "/api/v3/configure/processing_engine_trigger/disable?trigger_name=off", nil, nil); st != 200 {
 		t.Fatalf("disable: HTTP %d", st)
 	}
@@ -66,8 +65,7 @@ func TestPartialKeepsEarlierBatches(t *testing.T) {
 		return 0
 	})
 	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL, "--concurrency", "1")
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "p", Start: pipelinetest.T0, Rows: 100, GapEach: 5})
-	e.CreateTrigger("p", "request:p", pipelinetest.ArgsModel("p", "vendor/model-x", "predict_batch_size=10"))
+	e.Table(pipelinetest.SeriesSpec{Table: "p", Start: pipelinetest.T0, Rows: 100, GapEach: 5}, pipelinetest.ArgsModel("p", "vendor/model-x", "predict_batch_size=10"))
 	st, out := e.Engine("p", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
 	r := pipelinetest.Result(t, out)
 	if st != http.StatusOK || r["status"] != "partial" || pipelinetest.Num(r["written"]) != 10 || pipelinetest.Num(r["remaining"]) != 10 {
@@ -86,8 +84,7 @@ func TestAllBatchesFailingIsFailed(t *testing.T) {
 	for _, status := range []int{http.StatusNotFound, http.StatusForbidden} {
 		vendor, _ := pipelinetest.FakeVendor(t, func(int64) int { return status })
 		e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
-		e.MakeTable(pipelinetest.SeriesSpec{Table: "f", Start: pipelinetest.T0, Rows: 100, GapEach: 5})
-		e.CreateTrigger("f", "request:f", pipelinetest.ArgsModel("f", "vendor/model-x", "predict_batch_size=10"))
+		e.Table(pipelinetest.SeriesSpec{Table: "f", Start: pipelinetest.T0, Rows: 100, GapEach: 5}, pipelinetest.ArgsModel("f", "vendor/model-x", "predict_batch_size=10"))
 		st, out := e.Engine("f", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
 		if st != status || out["status"] != "failed" || !strings.Contains(out["message"].(string), "2 of 2 batches failed") {
 			t.Fatalf("gateway %d: HTTP %d %v, want a failed run answering %d", status, st, out, status)
@@ -103,8 +100,7 @@ func TestTransientGatewayErrorsAreRetried(t *testing.T) {
 		return 0
 	})
 	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "r", Start: pipelinetest.T0, Rows: 100, GapEach: 5})
-	e.CreateTrigger("r", "request:r", pipelinetest.ArgsModel("r", "vendor/model-x", ""))
+	e.Table(pipelinetest.SeriesSpec{Table: "r", Start: pipelinetest.T0, Rows: 100, GapEach: 5}, pipelinetest.ArgsModel("r", "vendor/model-x", ""))
 	st, out := e.Engine("r", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
 	if r := pipelinetest.Result(t, out); st != http.StatusOK || r["status"] != "success" || pipelinetest.Num(r["written"]) != 20 {
 		t.Fatalf("HTTP %d %v", st, out)
@@ -210,8 +206,7 @@ func TestContextOfSeveralChunks(t *testing.T) {
 	}))
 	t.Cleanup(vendor.Close)
 	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "big", Start: pipelinetest.T0, Rows: 8000, GapEach: 5})
-	e.CreateTrigger("big", "request:big", pipelinetest.ArgsModel("big", "vendor/model-x", "max_train_rows=6000"))
+	e.Table(pipelinetest.SeriesSpec{Table: "big", Start: pipelinetest.T0, Rows: 8000, GapEach: 5}, pipelinetest.ArgsModel("big", "vendor/model-x", "max_train_rows=6000"))
 	st, out := e.Engine("big", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(8000*time.Hour)))
 	if r := pipelinetest.Result(t, out); st != http.StatusOK || r["status"] != "success" || pipelinetest.Num(r["written"]) != 1600 {
 		t.Fatalf("HTTP %d %v, want success with 1600 written", st, out)
@@ -242,8 +237,7 @@ func grepLines(s, sub string) string {
 // runs; the run succeeds once the table is out of the way.
 func TestIncompatibleOutputTableIsRefused(t *testing.T) {
 	e := pipelinetest.Start(t)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "clash", Start: pipelinetest.T0, Rows: 60, GapEach: 4})
-	e.CreateTrigger("clash", "request:clash", pipelinetest.Args("clash", ""))
+	e.Table(pipelinetest.SeriesSpec{Table: "clash", Start: pipelinetest.T0, Rows: 60, GapEach: 4}, pipelinetest.Args("clash", ""))
 	if _, err := e.Pool.Exec(context.Background(), `CREATE TABLE clash_regressed (x int)`); err != nil {
 		t.Fatal(err)
 	}
@@ -261,8 +255,7 @@ func TestIncompatibleOutputTableIsRefused(t *testing.T) {
 
 	// A shape the check cannot see: the model column too short for the
 	// slug. The writer's COPY is refused; the run fails with 409 at once.
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "short", Start: pipelinetest.T0, Rows: 60, GapEach: 4})
-	e.CreateTrigger("short", "request:short", pipelinetest.Args("short", ""))
+	e.Table(pipelinetest.SeriesSpec{Table: "short", Start: pipelinetest.T0, Rows: 60, GapEach: 4}, pipelinetest.Args("short", ""))
 	if _, err := e.Pool.Exec(context.Background(), `CREATE TABLE short_regressed ("time" timestamptz, value double precision, model varchar(3), source text, target text)`); err != nil {
 		t.Fatal(err)
 	}
@@ -277,8 +270,7 @@ func TestIncompatibleOutputTableIsRefused(t *testing.T) {
 // filled: a prediction another run wrote meanwhile is kept, not counted.
 func TestOverlappingRunsCountEachRowOnce(t *testing.T) {
 	e := pipelinetest.Start(t)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "ov", Start: pipelinetest.T0, Rows: 60, GapEach: 4})
-	e.CreateTrigger("ov", "request:ov", pipelinetest.Args("ov", ""))
+	e.Table(pipelinetest.SeriesSpec{Table: "ov", Start: pipelinetest.T0, Rows: 60, GapEach: 4}, pipelinetest.Args("ov", ""))
 	var wg sync.WaitGroup
 	written := make([]int, 4)
 	for i := range written {

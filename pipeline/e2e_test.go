@@ -77,8 +77,7 @@ func TestWebhookWritesPredictions(t *testing.T) {
 
 func TestDryRunAndReplace(t *testing.T) {
 	e := pipelinetest.Start(t)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "m2", Start: pipelinetest.T0, Rows: 200, GapEach: 20})
-	e.CreateTrigger("m2", "request:m2", pipelinetest.Args("m2", "skip_existing=false"))
+	e.Table(pipelinetest.SeriesSpec{Table: "m2", Start: pipelinetest.T0, Rows: 200, GapEach: 20}, pipelinetest.Args("m2", "skip_existing=false"))
 
 	body := pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(200*time.Hour))
 	body["dry_run"] = true
@@ -108,8 +107,7 @@ func TestDryRunAndReplace(t *testing.T) {
 
 func TestEngineEndpointRefusals(t *testing.T) {
 	e := pipelinetest.Start(t)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "m3", Start: pipelinetest.T0, Rows: 100, GapEach: 5})
-	e.CreateTrigger("m3", "request:m3", pipelinetest.Args("m3", ""))
+	e.Table(pipelinetest.SeriesSpec{Table: "m3", Start: pipelinetest.T0, Rows: 100, GapEach: 5}, pipelinetest.Args("m3", ""))
 	w := pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour))
 
 	st, body := e.Do(http.MethodPost, "/api/v3/engine/m3", nil, w)
@@ -248,8 +246,7 @@ func TestScheduleWritesEachRowOnce(t *testing.T) {
 func TestServiceKeyNeverStored(t *testing.T) {
 	const key = "KEY-canary-7f3e9b1d5c"
 	e := pipelinetest.Start(t)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "k", Start: pipelinetest.T0, Rows: 100, GapEach: 5})
-	e.CreateTrigger("k", "request:k", pipelinetest.Args("k", ""))
+	e.Table(pipelinetest.SeriesSpec{Table: "k", Start: pipelinetest.T0, Rows: 100, GapEach: 5}, pipelinetest.Args("k", ""))
 	st, body := e.Do(http.MethodPost, "/api/v3/engine/k", map[string]string{"X-Service-Api-Key": key}, pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
 	if st != http.StatusOK {
 		t.Fatalf("HTTP %d %s", st, body)

@@ -58,6 +58,13 @@ func faultPredictor(t *testing.T) (model string, flags []string) {
 	return "vendor/model-x", []string{"--predictor", "remote", "--gateway-url", v.URL}
 }
 
+// reference is the fault predictor's model and flags and the fault-free
+// run of the load with them.
+func (l faultLoad) reference(t *testing.T) (model string, flags []string, ref map[string]float64) {
+	model, flags = faultPredictor(t)
+	return model, flags, reference(t, l, model, "", flags...)
+}
+
 func faultContext(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -86,8 +93,7 @@ func TestKillRolesMidTask(t *testing.T) {
 	t.Parallel() // mostly waiting on processes: overlap with the other fault tests
 	rng := rand.New(rand.NewPCG(faultSeed(t), 7))
 	load := defaultLoad("fk")
-	model, flags := faultPredictor(t)
-	ref := reference(t, load, model, "", flags...)
+	model, flags, ref := load.reference(t)
 
 	_, pool, pl := stage(t, load, model, embeddedNATS(t), pgtest.URL(t), 1)
 	pl.standard(flags...)
@@ -147,8 +153,7 @@ func TestNATSRestartMidRun(t *testing.T) {
 	t.Parallel() // mostly waiting on processes: overlap with the other fault tests
 	load := defaultLoad("fn")
 	load.windows = 4
-	model, flags := faultPredictor(t)
-	ref := reference(t, load, model, "", flags...)
+	model, flags, ref := load.reference(t)
 
 	nodes := startNATS(t, 1)
 	_, pool, pl := stage(t, load, model, nodes[0].url(), pgtest.URL(t), 1)
@@ -181,8 +186,7 @@ func TestPostgresRestartMidWrite(t *testing.T) {
 	t.Parallel() // mostly waiting on processes: overlap with the other fault tests
 	load := defaultLoad("fp")
 	load.windows, load.batch = 4, 2 // 160 results: the writer is busy when the database goes
-	model, flags := faultPredictor(t)
-	ref := reference(t, load, model, "", flags...)
+	model, flags, ref := load.reference(t)
 
 	dir, err := os.MkdirTemp("", "regressd-pgfault-")
 	if err != nil {
@@ -250,8 +254,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	t.Parallel() // mostly waiting on processes: overlap with the other fault tests
 	load := defaultLoad("fc")
 	load.windows = 4
-	model, flags := faultPredictor(t)
-	ref := reference(t, load, model, "", flags...)
+	model, flags, ref := load.reference(t)
 
 	nodes := startNATS(t, 3)
 	urls := make([]string, len(nodes))

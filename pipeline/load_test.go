@@ -36,8 +36,7 @@ func TestLoad(t *testing.T) {
 
 	// 50 windows of one series, 30 rows to predict in each.
 	const span, gapEach = 120, 4
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "ld", Start: pipelinetest.T0, Rows: webhooks * span, GapEach: gapEach})
-	e.CreateTrigger("ld", "request:ld", fmt.Sprintf("measurement=ld,field=y,feature_fields=x1 x2,model=%s,min_history=20,predict_batch_size=10", model))
+	e.Table(pipelinetest.SeriesSpec{Table: "ld", Start: pipelinetest.T0, Rows: webhooks * span, GapEach: gapEach}, fmt.Sprintf("measurement=ld,field=y,feature_fields=x1 x2,model=%s,min_history=20,predict_batch_size=10", model))
 	// 10 measurements that end now, each predicted by a schedule.
 	now := time.Now().UTC().Truncate(time.Hour)
 	for i := 0; i < schedules; i++ {

@@ -28,8 +28,7 @@ func publishVerdict(e *pipelinetest.Env, trigger, taskID string, status schemas.
 // the batches are the truth, whichever comes first.
 func TestVerdictNeverOverridesBatches(t *testing.T) {
 	e := pipelinetest.Start(t)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "vb", Start: pipelinetest.T0, Rows: 100, GapEach: 5})
-	e.CreateTrigger("vb", "request:vb", pipelinetest.Args("vb", "predict_batch_size=5"))
+	e.Table(pipelinetest.SeriesSpec{Table: "vb", Start: pipelinetest.T0, Rows: 100, GapEach: 5}, pipelinetest.Args("vb", "predict_batch_size=5"))
 
 	// Batches first, then a late verdict: the task stays a success.
 	_, out := e.Engine("vb", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))

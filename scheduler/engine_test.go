@@ -41,20 +41,6 @@ func newWaitingScheduler(t *testing.T, ctx context.Context, wait time.Duration) 
 	return s, mux, srv
 }
 
-// runScheduler runs s until ctx or the test ends: Run owns its life.
-func runScheduler(t *testing.T, ctx context.Context, s *Scheduler) {
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Run(rctx)
-	}()
-	t.Cleanup(func() {
-		stop()
-		<-done
-	})
-}
-
 // do sends a request to mux and decodes the JSON answer.
 func do(t *testing.T, mux *http.ServeMux, method, url, body string) (int, map[string]any) {
 	t.Helper()
@@ -150,7 +136,7 @@ func TestWaitingCallAnswersOnShutdown(t *testing.T) {
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
 	s, mux, _ := newWaitingScheduler(t, ctx, time.Hour)
-	runScheduler(t, ctx, s)
+	bustest.Run(t, ctx, s.Run) // Run owns the scheduler's life
 	args, _ := SplitArgs("measurement=m,field=y,feature_fields=a,model=v/m")
 	if err := s.Store().Create(context.Background(), Trigger{Name: "plant", Spec: "request:plant", Args: args}); err != nil {
 		t.Fatal(err)

@@ -64,16 +64,7 @@ func startWorker(t *testing.T, pred Predictor, cfg Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.Run(rctx)
-	}()
-	t.Cleanup(func() {
-		stop()
-		<-done
-	})
+	bustest.Run(t, ctx, w.Run)
 	return &fixture{t: t, srv: srv, meta: meta, w: w}
 }
 

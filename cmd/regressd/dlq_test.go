@@ -54,8 +54,7 @@ func waitDLQ(e *pipelinetest.Env, n int, within time.Duration) []bus.DeadLetterE
 // names a task settles that task as failed, and the real run is unaffected.
 func TestPoisonMessagesReachDLQ(t *testing.T) {
 	e := pipelinetest.Start(t)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "pz", Start: pipelinetest.T0, Rows: 200, GapEach: 10})
-	e.CreateTrigger("pz", "request:pz", pipelinetest.Args("pz", "predict_batch_size=5"))
+	e.Table(pipelinetest.SeriesSpec{Table: "pz", Start: pipelinetest.T0, Rows: 200, GapEach: 10}, pipelinetest.Args("pz", "predict_batch_size=5"))
 
 	v := map[string]string{schemas.HeaderSchema: schemas.Version}
 	with := func(kv ...string) map[string]string {
@@ -170,8 +169,7 @@ func TestDLQRetryRepairs(t *testing.T) {
 		return 0
 	})
 	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL, "--concurrency", "1")
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "rp", Start: pipelinetest.T0, Rows: 100, GapEach: 5})
-	e.CreateTrigger("rp", "request:rp", pipelinetest.ArgsModel("rp", "vendor/model-x", "predict_batch_size=10"))
+	e.Table(pipelinetest.SeriesSpec{Table: "rp", Start: pipelinetest.T0, Rows: 100, GapEach: 5}, pipelinetest.ArgsModel("rp", "vendor/model-x", "predict_batch_size=10"))
 	st, out := e.Engine("rp", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
 	if r := pipelinetest.Result(t, out); st != http.StatusOK || r["status"] != "partial" || pipelinetest.Num(r["remaining"]) != 10 {
 		t.Fatalf("HTTP %d %v, want partial", st, out)

@@ -60,8 +60,7 @@ func predictions(e *pipelinetest.Env, table string) map[time.Time]float64 {
 func TestReplayBackfill(t *testing.T) {
 	t.Setenv("SERVICE_API_KEY", "replay-canary-9d2f")
 	e := pipelinetest.Start(t)
-	e.MakeTable(pipelinetest.SeriesSpec{Table: "rb", Start: pipelinetest.T0, Rows: 300, GapEach: 10})
-	e.CreateTrigger("rb", "request:rb", pipelinetest.Args("rb", "predict_batch_size=5"))
+	e.Table(pipelinetest.SeriesSpec{Table: "rb", Start: pipelinetest.T0, Rows: 300, GapEach: 10}, pipelinetest.Args("rb", "predict_batch_size=5"))
 	before := time.Now().UTC()
 	for i := 0; i < 3; i++ {
 		w := pipelinetest.Window(pipelinetest.T0.Add(time.Duration(100*i)*time.Hour), pipelinetest.T0.Add(time.Duration(100*(i+1))*time.Hour))

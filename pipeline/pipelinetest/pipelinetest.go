@@ -166,11 +166,21 @@ func (e *Env) MakeTable(s SeriesSpec) {
 	}
 }
 
+// Table makes a synthetic measurement and a request trigger of the same
+// name over it, with args.
+func (e *Env) Table(s SeriesSpec, args string) {
+	e.T.Helper()
+	e.MakeTable(s)
+	e.CreateTrigger(s.Table, "request:"+s.Table, args)
+}
+
+// CreateTrigger creates a trigger through the admin API.
 func (e *Env) CreateTrigger(name, spec, args string) {
 	e.T.Helper()
 	e.CreateTriggerWith(nil, name, spec, args)
 }
 
+// CreateTriggerWith is CreateTrigger with request headers.
 func (e *Env) CreateTriggerWith(headers map[string]string, name, spec, args string) {
 	e.T.Helper()
 	status, body := e.Do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", headers,
@@ -191,6 +201,7 @@ func (e *Env) Engine(trigger string, body any) (int, map[string]any) {
 	return status, out
 }
 
+// Do sends a request to the engine API; body is JSON unless a string or bytes.
 func (e *Env) Do(method, path string, headers map[string]string, body any) (int, []byte) {
 	e.T.Helper()
 	var r io.Reader
@@ -218,6 +229,7 @@ func (e *Env) Do(method, path string, headers map[string]string, body any) (int,
 	return res.StatusCode, b
 }
 
+// Count runs a query that counts.
 func (e *Env) Count(sql string, args ...any) int {
 	e.T.Helper()
 	var n int
