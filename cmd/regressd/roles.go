@@ -228,6 +228,9 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 			return err
 		}
 		s.Routes(mux)
+		if err := mountUI(mux, s, st); err != nil {
+			return err
+		}
 		st.metrics = append(st.metrics, func(w io.Writer) {
 			fmt.Fprintf(w, "# TYPE regressd_schedule_ticks_total counter\nregressd_schedule_ticks_total %d\n", s.TicksFired.Load())
 			fmt.Fprintf(w, "# TYPE regressd_schedule_ticks_skipped_total counter\nregressd_schedule_ticks_skipped_total %d\n", s.TicksSkipped.Load())
@@ -248,7 +251,7 @@ func (c *roleCommand) start(ctx context.Context, st *stack, log *slog.Logger) er
 				return fmt.Errorf("--gateway-url: %w", err)
 			}
 		}
-		w, err := worker.New(ctx, st.js, worker.Config{Predictor: pred, Sealer: sealer, NeedKey: c.predictor == "remote",
+		w, err := worker.New(ctx, st.js, worker.Config{Predictor: pred, PredictorName: c.predictor, Sealer: sealer, NeedKey: c.predictor == "remote",
 			Concurrency: c.concurrency, Logger: log.With("role", "worker")})
 		if err != nil {
 			return err
