@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -26,16 +25,21 @@ var uiScreenshot = flag.String("ui-screenshot", "", "TestStatusPageInBrowser: sa
 func TestStatusPageInBrowser(t *testing.T) {
 	b := uitest.New(t)
 	e := startEnv(t)
-	e.makeTable(seriesSpec{table: "weather", start: t0, rows: 120, gapEach: 10, tags: map[string]string{"station": "SEA"}})
-	e.createTrigger("weather", "request:weather", args("weather", "tags=station:SEA"))
-	status, out := e.engine("weather", window(t0, t0.Add(120*time.Hour)))
+	// The README's example, as a user follows it: 100 hourly readings,
+	// every tenth without temp_max.
+	if _, err := e.pool.Exec(t.Context(), readmeWeather); err != nil {
+		t.Fatal(err)
+	}
+	e.createTrigger("weather", "request:weather",
+		"measurement=weather,field=temp_max,feature_fields=temp_min wind,model="+defaultModel()+",tags=station:SEA")
+	status, out := e.engine("weather", map[string]any{"start_time": "2025-01-01T00:00:00Z"})
 	if status != http.StatusOK {
 		t.Fatalf("run: HTTP %d: %v", status, out)
 	}
 	r := result(t, out)
 	written := num(r["written"])
-	if written != 12 {
-		t.Fatalf("written=%d, want 12 (every tenth of 120 rows)", written)
+	if written != 10 {
+		t.Fatalf("written=%d, want 10 (every tenth of 100 rows)", written)
 	}
 	taskID := out["task_id"].(string)
 	ready := chromedp.WaitVisible(chromedp.CSS(`#app[data-ready="true"]`))
@@ -63,7 +67,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatalf("chart: %d filled points (want %d), %d canvases, %d bands", filled, written, canvases, bands)
 	}
 	note := uitest.Run(b, chromedp.Text(chromedp.CSS("#chart-note")))
-	if !strings.Contains(note, "12 filled") || !strings.Contains(note, "station=SEA") {
+	if !strings.Contains(note, "10 filled") || !strings.Contains(note, "90 observed") || !strings.Contains(note, "station=SEA") {
 		t.Fatalf("chart note: %q", note)
 	}
 	b.NoProblems("trigger page")
@@ -90,13 +94,23 @@ func TestStatusPageInBrowser(t *testing.T) {
 
 	b.Do(chromedp.Navigate(e.url+"/ui/runs/"+taskID), ready)
 	text = uitest.Run(b, chromedp.Text(chromedp.CSS("#app")))
-	for _, want := range []string{taskID, "success", "written", "12", "Batches"} {
+	for _, want := range []string{taskID, "success", "written", "query rows", "Batches"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("run page lacks %q:\n%s", want, text)
 		}
 	}
 	b.NoProblems("run page")
 }
+
+// readmeWeather is the README's sample table.
+const readmeWeather = `
+CREATE TABLE weather ("time" timestamptz NOT NULL, station text NOT NULL,
+  temp_min double precision, wind double precision, temp_max double precision);
+INSERT INTO weather
+SELECT timestamptz '2025-01-01 00:00Z' + i * interval '1 hour', 'SEA',
+       5 + 3 * sin(i / 8.0), 2 + i % 7,
+       CASE WHEN i % 10 = 9 THEN NULL ELSE 11 + 3 * sin(i / 8.0) + 0.2 * (i % 7) END
+FROM generate_series(0, 99) AS i;`
 
 // TestStatusPageNeedsToken: with REGRESSD_AUTH_TOKENS set, the page and
 // its JSON are behind the same Bearer rule as the admin API.

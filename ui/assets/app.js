@@ -201,7 +201,7 @@
     d.perModel.forEach((m, k) => {
       const color = palette[k % palette.length];
       series.push({ label: `filled (${m.model})`, stroke: color, fill: color, width: 0, paths: () => null,
-        points: { show: true, size: 8, width: 1.5, stroke: "#fff", fill: color } });
+        points: { show: true, size: 10, width: 1.5, stroke: "#fff", fill: color } });
       data.push(m.value);
       if (s.intervals) {
         const fillRGBA = color + "30";
