@@ -129,6 +129,9 @@ func (p *Pipeline) startScheduler(ctx context.Context, cfg Config, sealer *schem
 		return err
 	}
 	s.Routes(mux)
+	if err := p.mountUI(mux, s, cfg.Logger); err != nil {
+		return err
+	}
 	p.triggers = s.Store()
 	p.metrics = append(p.metrics, func(w io.Writer) {
 		fmt.Fprintf(w, "# TYPE regressd_schedule_ticks_total counter\nregressd_schedule_ticks_total %d\n", s.TicksFired.Load())
@@ -152,7 +155,7 @@ func (p *Pipeline) startWorker(ctx context.Context, cfg Config, sealer *schemas.
 		opts := append([]gpu.Option{gpu.WithDevice(gpu.NewCPUDevice(cfg.DeviceMemory)), gpu.WithHostMemory(gpu.HostMemoryBytes())}, cfg.EngineOptions...)
 		pred = worker.NewLocal(16, opts...)
 	}
-	w, err := worker.New(ctx, p.JS, worker.Config{Predictor: pred, Sealer: sealer, NeedKey: remote,
+	w, err := worker.New(ctx, p.JS, worker.Config{Predictor: pred, PredictorName: cfg.Predictor, Sealer: sealer, NeedKey: remote,
 		Concurrency: cfg.Concurrency, Logger: cfg.Logger.With("role", "worker")})
 	if err != nil {
 		return err

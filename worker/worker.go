@@ -37,7 +37,13 @@ type Config struct {
 	BreakerFailures uint32
 	// BreakerCooldown is how long the breaker stays open. Default 15s.
 	BreakerCooldown time.Duration
-	Logger          *slog.Logger
+	// Instance names this worker on the status page (schemas.BucketStatus).
+	// Default host-pid.
+	Instance string
+	// PredictorName says what Predictor is ("local" or "remote"), for the
+	// status page. Optional.
+	PredictorName string
+	Logger        *slog.Logger
 }
 
 // Worker predicts batches.
@@ -51,6 +57,9 @@ type Worker struct {
 	metas    schemas.TaskMetas
 	mu       sync.Mutex
 	contexts map[string]*loadedContext
+
+	// breakerChanged wakes reportStatus when the breaker changes state.
+	breakerChanged chan struct{}
 }
 
 type loadedContext struct {
@@ -80,11 +89,14 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Worker, erro
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Instance == "" {
+		cfg.Instance = defaultInstance()
+	}
 	obj, err := bus.OpenObjects(ctx, js, schemas.StoreContext)
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{js: js, obj: obj, cfg: cfg, log: cfg.Logger, contexts: map[string]*loadedContext{}}
+	w := &Worker{js: js, obj: obj, cfg: cfg, log: cfg.Logger, contexts: map[string]*loadedContext{}, breakerChanged: make(chan struct{}, 1)}
 	w.cb = gobreaker.NewCircuitBreaker[[]float64](gobreaker.Settings{
 		Name:        "predictor",
 		MaxRequests: 1,
@@ -94,6 +106,10 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Worker, erro
 		IsSuccessful: func(err error) bool { return err == nil || IsFinal(err) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			cfg.Logger.Warn("circuit breaker", "from", from.String(), "to", to.String())
+			select {
+			case w.breakerChanged <- struct{}{}:
+			default: // a wake-up is pending; it reads the newest state
+			}
 		},
 	})
 	return w, nil
@@ -102,8 +118,14 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Worker, erro
 // BreakerState is the breaker's state, for metrics and tests.
 func (w *Worker) BreakerState() gobreaker.State { return w.cb.State() }
 
-// Run consumes batches until ctx ends; while the breaker is open it pulls nothing.
+// Run consumes batches until ctx ends; while the breaker is open it pulls
+// nothing. Meanwhile it publishes the breaker's state for the status page.
 func (w *Worker) Run(ctx context.Context) error {
+	sctx, stop := context.WithCancel(ctx)
+	var status sync.WaitGroup
+	status.Go(func() { w.reportStatus(sctx) })
+	defer status.Wait()
+	defer stop()
 	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
 		Stream: schemas.StreamBatches, Durable: "worker", Filter: schemas.SubjectBatches + ">",
 		// The worker itself turns the MaxDeliver-th failure into a failed
