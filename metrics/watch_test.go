@@ -84,9 +84,10 @@ func TestJetStreamConsumerInfo(t *testing.T) {
 		t.Error("pending served with no connection")
 	}
 	// The first scrape failed at two consumers and two streams; the
-	// second, which reads the counter, may have counted its own yet or not.
-	if got := mustSample(t, m, NameJetStreamErrors, nil); got != 4 && got != 8 {
-		t.Errorf("info errors = %v after a scrape with no connection, want 4 (or 8)", got)
+	// second, which reads the counter while its own collectors run
+	// concurrently, may have counted none, some or all of its own.
+	if got := mustSample(t, m, NameJetStreamErrors, nil); got < 4 || got > 8 {
+		t.Errorf("info errors = %v after a scrape with no connection, want 4 to 8", got)
 	}
 	if err := m.WatchJetStream(srv.JS, JetStreamConfig{}); err == nil {
 		t.Error("a second WatchJetStream registered")
