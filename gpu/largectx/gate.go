@@ -31,14 +31,15 @@ func (m *Model) choose(ctx context.Context, g Policy) (gated, error) {
 		if err != nil {
 			return gated{}, fmt.Errorf("gate candidate %s: %w", c, err)
 		}
-		ans, err := answer(ctx, pl, rest, m.newReg, slice.X, m.cfg.parallel())
+		preds := make([]float64, len(slice.X))
+		ans, err := answer(ctx, pl, rest, m.newReg, slice.X, m.cfg.parallel(), meanInto(preds))
 		pl.close()
 		if err != nil {
 			return gated{}, fmt.Errorf("gate candidate %s: %w", c, err)
 		}
 		out.calls += ans.calls
 		var sse float64
-		for q, p := range ans.preds {
+		for q, p := range preds {
 			sse += (p - slice.y[q]) * (p - slice.y[q])
 		}
 		if math.IsNaN(sse) {

@@ -93,45 +93,80 @@ func Predict(ctx context.Context, cfg Config, newReg NewRegressor, X [][]float64
 	return m.Predict(ctx, Xq)
 }
 
-// Predict answers the query rows Xq and reports what the policy did. Once
-// ctx ends it stops and returns an error wrapping ctx.Err(); work already
-// finished (fitted windows) is kept for the next call.
+// Predict answers the query rows Xq with each internal call's mean
+// predictions and reports what the policy did. Once ctx ends it stops and
+// returns an error wrapping ctx.Err(); work already finished (fitted
+// windows) is kept for the next call.
 func (m *Model) Predict(ctx context.Context, Xq [][]float64) ([]float64, Report, error) {
+	preds := make([]float64, len(Xq))
+	rep, err := m.Answer(ctx, Xq, meanInto(preds))
+	if err != nil {
+		return nil, rep, err
+	}
+	return preds, rep, nil
+}
+
+// Ask is one internal call's part of an Answer: reg, fitted on the call's
+// window, is asked for the query rows routed to it (rows, at positions idx
+// of the query set). It must write only the outputs of its own positions:
+// calls run concurrently.
+type Ask func(ctx context.Context, reg *gpu.Regressor, rows [][]float64, idx []int) error
+
+// meanInto is the Ask of Predict: mean predictions, placed into preds.
+func meanInto(preds []float64) Ask {
+	return func(ctx context.Context, reg *gpu.Regressor, rows [][]float64, idx []int) error {
+		p, err := reg.Predict(ctx, rows)
+		if err != nil {
+			return fmt.Errorf("predict %d rows: %w", len(rows), err)
+		}
+		for a, q := range idx {
+			preds[q] = p[a]
+		}
+		return nil
+	}
+}
+
+// Answer is Predict for any per-row output: it calls ask once per internal
+// call, at most Config.Parallel at once. Every query row goes to exactly
+// one call, so per-row outputs — a mean, a row of quantiles — compose by
+// placing them where idx says. A gate still chooses its winner by mean
+// predictions.
+func (m *Model) Answer(ctx context.Context, Xq [][]float64, ask Ask) (Report, error) {
 	rep := m.report(len(Xq))
 	for q, row := range Xq {
 		if len(row) != m.f {
-			return nil, rep, fmt.Errorf("large context: query row %d has %d features, the context %d", q, len(row), m.f)
+			return rep, fmt.Errorf("large context: query row %d has %d features, the context %d", q, len(row), m.f)
 		}
 	}
 	if len(Xq) == 0 {
-		return []float64{}, rep, nil
+		return rep, nil
 	}
 	if !m.applied || len(m.t.X) <= m.cfg.window() {
-		preds, reused, mem, err := predictOn(ctx, m.whole, m.t, m.newReg, Xq)
+		ans, err := answer(ctx, &plan{shards: []*shard{m.whole}}, m.t, m.newReg, Xq, 1, ask)
 		if err != nil {
-			return nil, rep, fmt.Errorf("large context: %w", err)
+			return rep, fmt.Errorf("large context: %w", err)
 		}
-		rep.Memory = []gpu.MemoryReport{mem}
+		rep.Memory = ans.mem
 		if m.applied {
-			rep.FullContext, rep.NoriCalls, rep.ReusedTrainState = ptr(true), 1, reused
+			rep.FullContext, rep.NoriCalls, rep.ReusedTrainState = ptr(true), 1, ans.reused
 		}
-		return preds, rep, nil
+		return rep, nil
 	}
 	pl, st, err := m.plan(ctx)
 	if err != nil {
-		return nil, rep, fmt.Errorf("large context: %w", err)
+		return rep, fmt.Errorf("large context: %w", err)
 	}
 	if m.cfg.Policy.IsGate() {
 		rep.HoldoutStrategy, rep.GateWinner = ptr(m.cfg.Policy.Holdout), ptr(m.winner.String())
 	}
-	ans, err := answer(ctx, pl, m.t, m.newReg, Xq, m.cfg.parallel())
+	ans, err := answer(ctx, pl, m.t, m.newReg, Xq, m.cfg.parallel(), ask)
 	if err != nil {
-		return nil, rep, fmt.Errorf("large context: %w", err)
+		return rep, fmt.Errorf("large context: %w", err)
 	}
 	rep.NoriCalls = st.calls + ans.calls
 	rep.ReusedTrainState = st.reused || ans.reused
 	rep.Memory = ans.mem
-	return ans.preds, rep, nil
+	return rep, nil
 }
 
 // report is the Report of a call with nq query rows, before it runs.
@@ -200,21 +235,18 @@ func (m *Model) Close() error {
 
 // answered is what answer did.
 type answered struct {
-	preds  []float64
 	calls  int
 	reused bool
 	mem    []gpu.MemoryReport
 }
 
-// answer asks each shard of pl for the queries routed to it, fitting the
-// shards no call has yet, at most par calls at once. Each call writes only
-// its own queries' predictions, so the result does not depend on par.
-func answer(ctx context.Context, pl *plan, t table, newReg NewRegressor, Xq [][]float64, par int) (answered, error) {
+// answer fits the shards of pl that no call has yet and asks each for the
+// queries routed to it, at most par calls at once.
+func answer(ctx context.Context, pl *plan, t table, newReg NewRegressor, Xq [][]float64, par int, ask Ask) (answered, error) {
 	byShard := make([][]int, len(pl.shards))
 	for q, s := range pl.route(Xq) {
 		byShard[s] = append(byShard[s], q)
 	}
-	preds := make([]float64, len(Xq))
 	mem := make([]gpu.MemoryReport, len(pl.shards))
 	reused := make([]bool, len(pl.shards))
 	g, gctx := errgroup.WithContext(ctx)
@@ -224,25 +256,25 @@ func answer(ctx context.Context, pl *plan, t table, newReg NewRegressor, Xq [][]
 			continue
 		}
 		g.Go(func() error {
+			reg, r, err := pl.shards[s].fitted(gctx, t, newReg)
+			if err != nil {
+				return err
+			}
 			rows := make([][]float64, len(qs))
 			for a, q := range qs {
 				rows[a] = Xq[q]
 			}
-			p, r, mr, err := predictOn(gctx, pl.shards[s], t, newReg, rows)
-			if err != nil {
+			if err := ask(gctx, reg, rows, qs); err != nil {
 				return err
 			}
-			for a, q := range qs {
-				preds[q] = p[a]
-			}
-			mem[s], reused[s] = mr, r
+			mem[s], reused[s] = reg.MemoryReport(), r
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		return answered{}, err
 	}
-	ans := answered{preds: preds}
+	var ans answered
 	for s, qs := range byShard {
 		if len(qs) > 0 {
 			ans.calls++
@@ -251,20 +283,6 @@ func answer(ctx context.Context, pl *plan, t table, newReg NewRegressor, Xq [][]
 		}
 	}
 	return ans, nil
-}
-
-// predictOn is one internal call: shard s (fitted first if need be)
-// answers rows.
-func predictOn(ctx context.Context, s *shard, t table, newReg NewRegressor, rows [][]float64) ([]float64, bool, gpu.MemoryReport, error) {
-	reg, reused, err := s.fitted(ctx, t, newReg)
-	if err != nil {
-		return nil, false, gpu.MemoryReport{}, err
-	}
-	p, err := reg.Predict(ctx, rows)
-	if err != nil {
-		return nil, false, gpu.MemoryReport{}, fmt.Errorf("predict %d rows: %w", len(rows), err)
-	}
-	return p, reused, reg.MemoryReport(), nil
 }
 
 // checkContext checks the context's shape and targets; it returns the

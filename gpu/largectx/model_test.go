@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/regressd/regressd/gpu"
@@ -367,5 +368,52 @@ func TestRefusals(t *testing.T) {
 	}
 	if _, err := Fit(ctx, Config{}, nil, X, y); err == nil {
 		t.Error("nil NewRegressor accepted")
+	}
+}
+
+// TestAnswerComposesPerRowOutputs: every query row is asked of exactly one
+// internal call, so outputs other than the mean (a row of quantiles) are
+// placed as the mean is.
+func TestAnswerComposesPerRowOutputs(t *testing.T) {
+	X, y := regions(2000, 1)
+	Xq, _ := regions(90, 2)
+	m, err := Fit(context.Background(), Config{Policy: policy(t, "cluster_route_g4"), Threshold: 500, Window: 150}, engine, X, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	want, _, err := m.Predict(context.Background(), Xq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := make([][2]float64, len(Xq)) // a stand-in for quantiles: the mean and its call's query count
+	var mu sync.Mutex
+	asked := make([]int, len(Xq))
+	rep, err := m.Answer(context.Background(), Xq, func(ctx context.Context, reg *gpu.Regressor, q [][]float64, idx []int) error {
+		p, err := reg.Predict(ctx, q)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for a, i := range idx {
+			if !slices.Equal(q[a], Xq[i]) {
+				t.Errorf("row %d of a call is not query %d", a, i)
+			}
+			rows[i] = [2]float64{p[a], float64(len(idx))}
+			asked[i]++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range Xq {
+		if asked[i] != 1 || rows[i][0] != want[i] {
+			t.Fatalf("query %d asked %d times, mean %v, Predict %v", i, asked[i], rows[i][0], want[i])
+		}
+	}
+	if !rep.ReusedTrainState || len(rep.Memory) != rep.NoriCalls {
+		t.Errorf("report %+v", rep)
 	}
 }
