@@ -264,10 +264,29 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 		return
 	}
 	delay := RetryDelay(delivered)
+	var ri *retryIn
+	if errors.As(err, &ri) {
+		delay = ri.after
+	}
 	cfg.Logger.Warn("message will be retried", "consumer", cfg.Durable, "task_id", taskID,
 		"delivery", delivered, "delay", delay, "err", err)
 	msg.NakWithDelay(delay)
 }
+
+// retryIn is an error whose message should come back after a delay of
+// the handler's choosing.
+type retryIn struct {
+	err   error
+	after time.Duration
+}
+
+func (r *retryIn) Error() string { return r.err.Error() }
+func (r *retryIn) Unwrap() error { return r.err }
+
+// RetryIn wraps a handler's transient error with the delay before its
+// message comes back (a gateway's Retry-After, say), in place of
+// RetryDelay's.
+func RetryIn(err error, after time.Duration) error { return &retryIn{err: err, after: after} }
 
 // RetryDelay is the nak delay after the n-th delivery: 1s, 2s, 4s … capped at 60s.
 func RetryDelay(delivered uint64) time.Duration {

@@ -72,6 +72,9 @@ type Config struct {
 	// WaitTimeout bounds how long an engine call waits for its task
 	// before answering 202. Default 10 minutes.
 	WaitTimeout time.Duration
+	// ConfigDir is the directory a trigger's config_file_path is read
+	// from (the scheduler's); empty: triggers cannot use config files.
+	ConfigDir string
 	// GatewayConfig configures the gateway role; its DeviceMemoryBytes
 	// is DeviceMemory.
 	GatewayConfig gateway.Config

@@ -79,15 +79,16 @@ func TestPartialKeepsEarlierBatches(t *testing.T) {
 }
 
 // Every batch refused by the gateway for the caller's reason (an unknown
-// model, a refused service key) fails the run with that status, not a 5xx.
+// model, a refused service key) fails the run with that status as its
+// code, not a 5xx's.
 func TestAllBatchesFailingIsFailed(t *testing.T) {
 	for _, status := range []int{http.StatusNotFound, http.StatusForbidden} {
 		vendor, _ := pipelinetest.FakeVendor(t, func(int64) int { return status })
 		e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
 		e.Table(pipelinetest.SeriesSpec{Table: "f", Start: pipelinetest.T0, Rows: 100, GapEach: 5}, pipelinetest.ArgsModel("f", "vendor/model-x", "predict_batch_size=10"))
 		st, out := e.Engine("f", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
-		if st != status || out["status"] != "failed" || !strings.Contains(out["message"].(string), "2 of 2 batches failed") {
-			t.Fatalf("gateway %d: HTTP %d %v, want a failed run answering %d", status, st, out, status)
+		if st != http.StatusOK || out["status"] != "failed" || pipelinetest.Num(out["code"]) != status || !strings.Contains(out["message"].(string), "2 of 2 batches failed") {
+			t.Fatalf("gateway %d: HTTP %d %v, want a failed run (HTTP 200) with code %d", status, st, out, status)
 		}
 	}
 }
@@ -242,8 +243,8 @@ func TestIncompatibleOutputTableIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, out := e.Engine("clash", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(60*time.Hour)))
-	if msg, _ := out["message"].(string); st != http.StatusConflict || !strings.Contains(msg, `no column "source"`) {
-		t.Fatalf("HTTP %d %v, want 409 naming the missing columns", st, out)
+	if msg, _ := out["message"].(string); st != http.StatusOK || out["status"] != "failed" || pipelinetest.Num(out["code"]) != http.StatusConflict || !strings.Contains(msg, `no column "source"`) {
+		t.Fatalf("HTTP %d %v, want a failed run (code 409) naming the missing columns", st, out)
 	}
 	if _, err := e.Pool.Exec(context.Background(), `DROP TABLE clash_regressed`); err != nil {
 		t.Fatal(err)
@@ -260,8 +261,8 @@ func TestIncompatibleOutputTableIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, out = e.Engine("short", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(60*time.Hour)))
-	if msg, _ := out["message"].(string); st != http.StatusConflict || !strings.Contains(msg, "short_regressed: the output table refused the predictions") {
-		t.Fatalf("HTTP %d %v, want 409 saying the table refused the predictions", st, out)
+	if msg, _ := out["message"].(string); st != http.StatusOK || pipelinetest.Num(out["code"]) != http.StatusConflict || !strings.Contains(msg, "short_regressed: the output table refused the predictions") {
+		t.Fatalf("HTTP %d %v, want a failed run (code 409) saying the table refused the predictions", st, out)
 	}
 }
 

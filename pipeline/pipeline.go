@@ -124,7 +124,8 @@ func (p *Pipeline) startScheduler(ctx context.Context, cfg Config, sealer *schem
 		models = modelCheck(cfg.GatewayURL != "")
 	}
 	s, err := scheduler.New(ctx, p.JS, scheduler.Config{ServiceKey: cfg.ServiceKey, AuthTokens: cfg.AuthTokens,
-		Models: models, Tables: tables, Tasks: ledger, Sealer: sealer, WaitTimeout: cfg.WaitTimeout, Logger: cfg.Logger.With("role", "scheduler")})
+		Models: models, Tables: tables, Tasks: ledger, Sealer: sealer, WaitTimeout: cfg.WaitTimeout, ConfigDir: cfg.ConfigDir,
+		Logger: cfg.Logger.With("role", "scheduler")})
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
 	log := p.log.With("task_id", job.TaskID, "trigger", job.Trigger)
 	meta := schemas.TaskMeta{
 		TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement, Target: job.Args.Field,
-		Model: job.Args.Model, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
+		Model: job.Args.Model, Output: job.Args.OutputMeasurement, OutputSchema: job.Args.OutputSchema, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
 		Origin: job.Origin, SkipExisting: job.Args.SkipExisting, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
 	}
 	resumed, err := p.resumePlan(ctx, job, log)
@@ -125,7 +125,8 @@ func (p *Producer) readWindow(ctx context.Context, job schemas.Job, meta *schema
 	}
 	meta.TagColumns = table.Tags()
 	// Refuse before the model is paid if the output table cannot be written.
-	out := tsdb.Series{Measurement: a.Measurement, Target: a.Field, Model: a.Model, TagColumns: meta.TagColumns}
+	out := tsdb.Series{Measurement: a.Measurement, Target: a.Field, Model: a.Model, Table: a.OutputMeasurement,
+		Schema: a.OutputSchema, TagColumns: meta.TagColumns}
 	if err := tsdb.CheckRegressed(ctx, p.db.Pool(), out); errors.Is(err, tsdb.ErrIncompatible) {
 		return w, false, nil, &verdict{schemas.StatusFailed, http.StatusConflict, err.Error()}
 	} else if err != nil {
@@ -159,7 +160,7 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	examples, queries := w.split()
 	if a.SkipExisting && len(queries) > 0 {
 		existing, err := p.db.ExistingTimes(ctx, tsdb.Series{Measurement: a.Measurement, Target: a.Field,
-			TagColumns: meta.TagColumns, Tags: series}, job.Start, job.End)
+			Table: a.OutputMeasurement, Schema: a.OutputSchema, TagColumns: meta.TagColumns, Tags: series}, job.Start, job.End)
 		if err != nil {
 			return err
 		}

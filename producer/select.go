@@ -45,68 +45,81 @@ func (w window) featuresPresent(i int) bool {
 	return true
 }
 
-// seriesKey is row i's tag combination; NULL tags are a value of their own.
+// tagValue is row i's value of tag j; a NULL tag and an empty one are
+// both no value ("" returned, ok false).
+func (w window) tagValue(i, j int) (string, bool) {
+	t := w.tags[j]
+	if t.IsNull(i) || t.Value(i) == "" {
+		return "", false
+	}
+	return t.Value(i), true
+}
+
+// seriesKey is row i's tag combination; a tag with no value (NULL or
+// empty) is left out, as the plugin does.
 func (w window) seriesKey(i int, names []string) string {
 	var b strings.Builder
-	for j, t := range w.tags {
-		if j > 0 {
+	for j := range w.tags {
+		v, ok := w.tagValue(i, j)
+		if !ok {
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(names[j])
 		b.WriteByte('=')
-		if t.IsNull(i) {
-			b.WriteString("<null>")
-		} else {
-			b.WriteString(t.Value(i))
-		}
+		b.WriteString(v)
+	}
+	if b.Len() == 0 {
+		return "<no tags>"
 	}
 	return b.String()
 }
 
-// series returns the single tag combination of the window, or an error
-// naming up to three of those found.
+// series returns the single tag combination of the rows the run would use
+// (every feature present: examples and queries), or an error naming up to
+// three of those found. Rows the run leaves alone do not count, and
+// neither do tags with no value.
 func (w window) series(names []string) (map[string]string, error) {
-	if len(w.tags) == 0 || w.rows() == 0 {
+	if len(w.tags) == 0 {
 		return nil, nil
 	}
-	if !w.oneSeries() {
-		seen := map[string]bool{}
-		var order []string
-		for i := 0; i < w.rows(); i++ {
-			if k := w.seriesKey(i, names); !seen[k] {
-				seen[k] = true
-				order = append(order, k)
-			}
+	first := -1
+	seen := map[string]bool{}
+	var order []string
+	for i := 0; i < w.rows(); i++ {
+		if !w.featuresPresent(i) {
+			continue
 		}
+		if first < 0 {
+			first = i
+		}
+		if k := w.seriesKey(i, names); !seen[k] {
+			seen[k] = true
+			order = append(order, k)
+		}
+	}
+	if first < 0 {
+		return nil, nil
+	}
+	if len(order) > 1 {
 		shown := order[:min(3, len(order))]
 		return nil, fmt.Errorf("the window holds %d series (%s%s); a run fits one series: set tags to select one, e.g. tags=%s",
-			len(order), strings.Join(shown, "; "), map[bool]string{true: "; …", false: ""}[len(order) > 3], schemas.FormatTags(w.tagsOf(0, names)))
+			len(order), strings.Join(shown, "; "), map[bool]string{true: "; …", false: ""}[len(order) > 3], schemas.FormatTags(w.tagsOf(first, names)))
 	}
-	return w.tagsOf(0, names), nil
+	return w.tagsOf(first, names), nil
 }
 
-// tagsOf is row i's tags, its NULL tags left out.
+// tagsOf is row i's tags, those with no value (NULL or empty) left out.
 func (w window) tagsOf(i int, names []string) map[string]string {
 	out := map[string]string{}
-	for j, t := range w.tags {
-		if !t.IsNull(i) {
-			out[names[j]] = t.Value(i)
+	for j := range w.tags {
+		if v, ok := w.tagValue(i, j); ok {
+			out[names[j]] = v
 		}
 	}
 	return out
-}
-
-// oneSeries reports whether every row has the first row's tags.
-func (w window) oneSeries() bool {
-	for _, t := range w.tags {
-		null0, v0 := t.IsNull(0), t.Value(0)
-		for i := 1; i < w.rows(); i++ {
-			if t.IsNull(i) != null0 || (!null0 && t.Value(i) != v0) {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // split returns example rows (target and every feature present) and query

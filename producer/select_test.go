@@ -82,6 +82,27 @@ func TestSeries(t *testing.T) {
 	}
 }
 
+// The single-series rule counts only the rows a run would use, and a tag
+// with no value (empty here) is no series of its own.
+func TestSeriesCountsUsableRowsOnly(t *testing.T) {
+	nan := math.NaN()
+	w := buildWindow(t, []string{"a", "b", "a", ""},
+		[]float64{1, 2, nan, 4},
+		[]float64{1, nan, 3, 4}, // row 1 (host b) lacks a feature: neither example nor query
+		[]float64{1, 2, 3, 4})
+	s, err := w.series([]string{"host"})
+	if err == nil {
+		t.Fatalf("series=%v: rows a and \"\" are two series for the plugin (a tag value against none)", s)
+	}
+	if strings.Contains(err.Error(), "host=b") || !strings.Contains(err.Error(), "2 series") {
+		t.Errorf("error %q: want the two usable series, not host=b", err)
+	}
+	w = buildWindow(t, []string{"a", "b", "a"}, []float64{1, 2, nan}, []float64{1, nan, 3}, []float64{1, 2, 3})
+	if s, err := w.series([]string{"host"}); err != nil || s["host"] != "a" {
+		t.Errorf("series=%v err=%v, want host=a: the host=b row is not usable", s, err)
+	}
+}
+
 func TestQueryRecordsPlanAndContext(t *testing.T) {
 	n := 25
 	y, a, b, hosts := make([]float64, n), make([]float64, n), make([]float64, n), make([]string, n)

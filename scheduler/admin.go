@@ -47,7 +47,7 @@ func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	t := Trigger{Name: req.Name, Spec: req.Spec, Args: args, Disabled: req.Disabled}
-	if err := t.Validate(s.cfg.Models); err != nil {
+	if err := t.Validate(s.cfg.Models, s.cfg.ConfigDir); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -65,7 +65,8 @@ func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if s.cfg.Tables != nil {
-		args, _ := ResolveArgs(t.Args, true, s.cfg.Models)
+		expanded, _, _ := ExpandArgs(t.Args, s.cfg.ConfigDir) // read by Validate
+		args, _ := ResolveArgs(expanded, true, s.cfg.Models)
 		if args.Measurement != "" {
 			if err := s.cfg.Tables(r.Context(), args); err != nil {
 				writeError(w, http.StatusBadRequest, err.Error())

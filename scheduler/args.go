@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -22,20 +23,36 @@ var argDefaults = map[string]string{
 	"max_predict_rows":   "5000",
 	"max_read_rows":      "50000",
 	"max_retries":        "3",
+	// The plugin's: where predictions go, and a fixed window or a dry run
+	// as arguments (see run.go).
+	"output_measurement": "",
+	"target_database":    "",
+	"start_time":         "",
+	"end_time":           "",
+	"dry_run":            "false",
 }
 
 var requiredArgs = []string{"measurement", "field", "feature_fields", "model"}
 
-// retiredArgs are refused by name with the reason, never silently ignored.
+// retiredArgs are refused by name with the reason, never silently ignored:
+// ours, and the parameters the plugin retired.
 var retiredArgs = map[string]string{
 	"api_key":         "keys are never accepted in trigger arguments (they are logged); send X-Service-Api-Key or set SERVICE_API_KEY in the server's environment",
 	"service_api_key": "keys are never accepted in trigger arguments (they are logged); send X-Service-Api-Key or set SERVICE_API_KEY in the server's environment",
 	"batch_size":      "renamed predict_batch_size",
+	"gateway_url":     "the gateway is not a parameter, since the request carries the model-service key: start the worker with --gateway-url (or REGRESSD_GATEWAY_URL)",
+	"mode":            "regressd only does regression; the forecast mode was removed",
+	"horizon":         "forecasting was removed; regressd fills rows whose target is empty",
+	"step":            "forecasting was removed; regressd fills rows whose target is empty",
+	"lags":            "forecasting was removed; the model sees only the columns named in feature_fields",
+	"rolling":         "forecasting was removed; the model sees only the columns named in feature_fields",
+	"tz":              "no time-derived features are computed, so no time zone is needed",
 }
 
-// ValidArgs lists every accepted argument key, sorted.
+// ValidArgs lists every accepted argument key, sorted; config_file_path
+// is accepted alone (see ExpandArgs).
 func ValidArgs() []string {
-	keys := append([]string(nil), requiredArgs...)
+	keys := append([]string{ArgConfigFile}, requiredArgs...)
 	for k := range argDefaults {
 		keys = append(keys, k)
 	}
@@ -101,6 +118,8 @@ func CheckKeys(args map[string]string) error {
 	for _, k := range keys {
 		if why, ok := retiredArgs[k]; ok {
 			errs = append(errs, fmt.Errorf("argument %q is not accepted: %s", k, why))
+		} else if k == ArgConfigFile {
+			errs = append(errs, fmt.Errorf("%s supplies every argument, so it cannot be combined with inline arguments", ArgConfigFile))
 		} else if !valid[k] {
 			errs = append(errs, fmt.Errorf("unknown argument %q (valid: %s)", k, strings.Join(ValidArgs(), ", ")))
 		}
@@ -108,12 +127,20 @@ func CheckKeys(args map[string]string) error {
 	return errors.Join(errs...)
 }
 
-// ResolveArgs validates arguments and fills defaults. With partial set,
+// ResolveArgs validates arguments and fills defaults (ResolveRun's
+// RunArgs).
+func ResolveArgs(args map[string]string, partial bool, models ModelCheck) (schemas.RunArgs, error) {
+	run, err := ResolveRun(args, partial, models)
+	return run.Args, err
+}
+
+// ResolveRun validates arguments and fills defaults. With partial set,
 // missing required keys that a request body may supply (bodyKeys) are
 // allowed: a request trigger may leave them to the body, but not model,
 // which no request can give. Everything present is still checked. All
 // problems are reported at once.
-func ResolveArgs(args map[string]string, partial bool, models ModelCheck) (schemas.RunArgs, error) {
+func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, error) {
+	var run Run
 	var errs []error
 	add := func(err error) {
 		if err != nil {
@@ -142,8 +169,8 @@ func ResolveArgs(args map[string]string, partial bool, models ModelCheck) (schem
 	r.Model = strings.TrimSpace(args["model"])
 	if r.Measurement != "" {
 		add(checkIdent("measurement", r.Measurement))
-		if n := len(r.Measurement) + len("_regressed"); n > 63 {
-			errs = append(errs, fmt.Errorf("measurement %q is too long: %q would pass PostgreSQL's 63-byte identifier limit", r.Measurement, r.Measurement+"_regressed"))
+		if n := len(r.Measurement) + len("_regressed"); n > 63 && strings.TrimSpace(args["output_measurement"]) == "" {
+			errs = append(errs, fmt.Errorf("measurement %q is too long: %q would pass PostgreSQL's 63-byte identifier limit (or name the output table with output_measurement)", r.Measurement, r.Measurement+"_regressed"))
 		}
 	}
 	if r.Field != "" {
@@ -197,18 +224,32 @@ func ResolveArgs(args map[string]string, partial bool, models ModelCheck) (schem
 	if r.MinHistory > 0 && r.MaxTrainRows > 0 && r.MinHistory > r.MaxTrainRows {
 		errs = append(errs, fmt.Errorf("min_history (%d) must not exceed max_train_rows (%d): the model would never be called", r.MinHistory, r.MaxTrainRows))
 	}
-	return r, errors.Join(errs...)
+	if r.MaxRetries > MaxRetries {
+		errs = append(errs, fmt.Errorf("max_retries: at most %d, got %d (attempts per gateway call and per write; a batch that still fails is left to the next run, or to 'regressd dlq retry')", MaxRetries, r.MaxRetries))
+	}
+	run.Args = r
+	errs = resolveRunArgs(args, &run, errs)
+	return run, errors.Join(errs...)
 }
 
 func parseFeatures(s, target string, errs []error) ([]string, []error) {
 	seen := map[string]bool{}
 	var out []string
-	for _, f := range strings.Fields(s) {
+	names := strings.Fields(s)
+	if strings.HasPrefix(strings.TrimSpace(s), "[") {
+		// A JSON list (FeatureList): names may hold white space.
+		if err := json.Unmarshal([]byte(s), &names); err != nil {
+			return nil, append(errs, fmt.Errorf("feature_fields: %q is neither space-separated names nor a JSON list of strings", s))
+		}
+	}
+	for _, f := range names {
 		if seen[f] {
 			continue // de-duplicated, order kept
 		}
 		seen[f] = true
 		switch {
+		case strings.TrimSpace(f) == "":
+			errs = append(errs, errors.New("feature_fields: an empty name"))
 		case f == target:
 			errs = append(errs, fmt.Errorf("feature_fields contains the target %q: a column cannot predict itself", f))
 		case f == "time":

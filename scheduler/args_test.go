@@ -44,7 +44,7 @@ func TestResolveArgsErrors(t *testing.T) {
 		{"missing required", "field=y", false, []string{`"measurement" is required`, `"feature_fields" is required`, `"model" is required`}},
 		{"partial allows missing", "window=7d,model=v/m", true, nil},
 		{"partial still needs model", "window=7d", true, []string{`"model" is required: a request body cannot supply it`}},
-		{"unknown key lists valid", base + ",colour=red", false, []string{`unknown argument "colour"`, "valid: feature_fields"}},
+		{"unknown key lists valid", base + ",colour=red", false, []string{`unknown argument "colour"`, "valid: config_file_path, dry_run, end_time, feature_fields"}},
 		{"duplicate key", base + ",window=1d,window=2d", false, []string{`"window" given twice`}},
 		{"not key=value", base + ",oops", false, []string{`"oops" is not key=value`}},
 		{"bad duration", base + ",window=soon", false, []string{"window: bad duration"}},
@@ -60,6 +60,16 @@ func TestResolveArgsErrors(t *testing.T) {
 		{"key refused", base + ",api_key=secret", false, []string{`"api_key" is not accepted`}},
 		{"all at once", "field=time,min_history=x,window=0d", false, []string{"measurement", "min_history", "window", `field "time"`}},
 		{"long measurement", "measurement=" + strings.Repeat("m", 60) + ",field=y,feature_fields=a,model=v/m", false, []string{"63-byte"}},
+		{"long measurement, output named", "measurement=" + strings.Repeat("m", 60) + ",field=y,feature_fields=a,model=v/m,output_measurement=out", false, nil},
+		// The plugin's arguments and rules.
+		{"retired parameters", base + ",gateway_url=https://x,mode=forecast,tz=UTC", false, []string{`"gateway_url" is not accepted: the gateway is not a parameter`, `"mode" is not accepted: regressd only does regression`, `"tz" is not accepted`}},
+		{"output is the source", base + ",output_measurement=m", false, []string{"output_measurement must differ from measurement"}},
+		{"system schema", base + ",target_database=pg_catalog", false, []string{"system schema"}},
+		{"fixed window", base + ",start_time=2026-01-01 00:00:00,end_time=2026-02-01T00:00:00Z,dry_run=true,window=15min", false, nil},
+		{"bad window bounds", base + ",start_time=2026-02-01,end_time=2026-01-01,dry_run=maybe", false, []string{"start_time 2026-02-01T00:00:00Z is not before end_time", "dry_run"}},
+		{"bad start", base + ",start_time=soon", false, []string{"start_time: \"soon\" is not an ISO 8601"}},
+		{"too many attempts", base + ",max_retries=21", false, []string{"max_retries: at most 20"}},
+		{"config file and inline", base + ",config_file_path=a.toml", false, []string{"config_file_path supplies every argument"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -195,6 +205,24 @@ func TestParseEngineBody(t *testing.T) {
 		{"bad time", `{"start_time":"yesterday"}`, "not an ISO 8601", nil},
 		{"not an object", `[1]`, "JSON object", nil},
 		{"bad dry_run", `{"dry_run":"yes"}`, "dry_run must be true or false", nil},
+		// Only the eight keys; an operator's setting is refused as such.
+		{"model in body", `{"model":"v/other"}`, `body key "model" is an operator setting`, nil},
+		{"write target in body", `{"output_measurement":"x","target_database":"y"}`, `body key "output_measurement" is an operator setting`, nil},
+		{"config file in body", `{"config_file_path":"a.toml"}`, `body key "config_file_path" is an operator setting`, nil},
+		{"cap in body", `{"max_train_rows":5}`, `body key "max_train_rows" is an operator setting`, nil},
+		{"retired in body", `{"gateway_url":"https://x"}`, `body key "gateway_url" is not accepted: the gateway is not a parameter`, nil},
+		{"pinned even as null", `{"measurement":null}`, "measurement is set by the trigger", nil},
+		{"names with spaces", `{"feature_fields":["air temp","b"]}`, "", func(t *testing.T, r EngineRequest) {
+			a, err := ResolveArgs(r.Args, false, nil)
+			if err != nil || len(a.FeatureFields) != 2 || a.FeatureFields[0] != "air temp" {
+				t.Fatalf("features %q (%q): %v", a.FeatureFields, r.Args["feature_fields"], err)
+			}
+		}},
+		{"ISO with a space", `{"start_time":"2026-01-01 06:00:00","end_time":"2026-01-02 00:00:00+02:00"}`, "", func(t *testing.T, r EngineRequest) {
+			if r.Start == nil || r.Start.Hour() != 6 || r.End == nil || r.End.Hour() != 22 {
+				t.Fatalf("req=%+v", r)
+			}
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,6 +240,25 @@ func TestParseEngineBody(t *testing.T) {
 				t.Fatalf("err=%v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A trigger's start_time, end_time and dry_run are its run's, and pin them.
+func TestWindowAndDryRunAsArguments(t *testing.T) {
+	targs := map[string]string{"measurement": "m", "field": "y", "feature_fields": "a", "model": "v/m",
+		"start_time": "2026-01-01", "end_time": "2026-01-03", "dry_run": "true"}
+	r, err := ParseEngineBody([]byte(`{}`), targs)
+	if err != nil || r.Start == nil || r.End == nil || r.End.Day() != 3 || !r.DryRun {
+		t.Fatalf("req=%+v err=%v", r, err)
+	}
+	for _, body := range []string{`{"start_time":"2026-01-02"}`, `{"end_time":"2026-01-02"}`, `{"dry_run":false}`} {
+		if _, err := ParseEngineBody([]byte(body), targs); err == nil || !strings.Contains(err.Error(), "set by the trigger's arguments") {
+			t.Errorf("%s: err=%v, want the trigger's pin", body, err)
+		}
+	}
+	run, err := ResolveRun(targs, false, nil)
+	if err != nil || run.Start == nil || !run.DryRun {
+		t.Fatalf("run=%+v err=%v", run, err)
 	}
 }
 

@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,8 +25,12 @@ const (
 	maxAdminBody  = 1 << 20
 )
 
-// HeaderServiceKey carries the model-service key on the engine endpoint.
-const HeaderServiceKey = "X-Service-Api-Key"
+// HeaderServiceKey carries the model-service key on the engine endpoint;
+// HeaderNoriKey is the plugin's original name for it, also taken.
+const (
+	HeaderServiceKey = "X-Service-Api-Key"
+	HeaderNoriKey    = "X-Nori-Api-Key"
+)
 
 // bodyKeys are the keys an engine request body may set.
 var bodyKeys = map[string]bool{
@@ -81,9 +87,9 @@ func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 		writeFailed(w, http.StatusConflict, "", fmt.Sprintf("trigger %q is disabled; enable it with 'regressd trigger enable %s'", t.Name, t.Name))
 		return
 	}
-	key := r.Header.Get(HeaderServiceKey)
+	key := s.serviceKey(r)
 	if key == "" {
-		msg := "missing " + HeaderServiceKey + " header: send the model-service key in it"
+		msg := "no model-service key: send it in the " + HeaderServiceKey + " (or " + HeaderNoriKey + ") header, or set SERVICE_API_KEY in the server's environment"
 		if r.Header.Get("Authorization") != "" {
 			msg += " (the Authorization header is regressd's own request authorization and never reaches the model service)"
 		}
@@ -100,7 +106,17 @@ func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 		writeFailed(w, http.StatusBadRequest, "", "read body: "+err.Error())
 		return
 	}
-	req, err := ParseEngineBody(body, t.Args)
+	targs, fromFile, err := ExpandArgs(t.Args, s.cfg.ConfigDir)
+	if err != nil {
+		s.log.Error("trigger's arguments cannot be read", "trigger", t.Name, "err", err)
+		writeFailed(w, http.StatusInternalServerError, "", fmt.Sprintf("trigger %q: its configuration could not be read; see the server log", t.Name))
+		return
+	}
+	if raw, _ := bodyObject(body); fromFile && len(raw) > 0 {
+		writeFailed(w, http.StatusBadRequest, "", errBodyWithConfigFile.Error())
+		return
+	}
+	req, err := ParseEngineBody(body, targs)
 	if err != nil {
 		writeFailed(w, http.StatusBadRequest, "", err.Error())
 		return
@@ -115,7 +131,9 @@ func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 		writeFailed(w, http.StatusBadRequest, "", err.Error())
 		return
 	}
-	taskID, err := s.submit(ctx, t.Name, args, start, end, req.DryRun, "webhook", key)
+	// A request is a run of its own, as the plugin's are, unless its
+	// window's last run is still under way (see PublishRequest).
+	taskID, err := s.submit(ctx, t.Name, args, start, end, req.DryRun, originWebhook, key)
 	if err != nil {
 		s.log.Error("publish job", "trigger", t.Name, "err", err)
 		writeFailed(w, http.StatusServiceUnavailable, taskID, "could not queue the run; see the server log")
@@ -137,6 +155,20 @@ func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 	writeSummary(w, sum)
 }
 
+// serviceKey is the model-service key of an engine call: its
+// X-Service-Api-Key header, else its X-Nori-Api-Key header, else
+// SERVICE_API_KEY from the server's environment (as the plugin falls back
+// to its environment's key). An empty header counts as none. Never from
+// the body or the arguments.
+func (s *Scheduler) serviceKey(r *http.Request) string {
+	for _, h := range []string{HeaderServiceKey, HeaderNoriKey} {
+		if k := strings.TrimSpace(r.Header.Get(h)); k != "" {
+			return k
+		}
+	}
+	return s.cfg.ServiceKey
+}
+
 // handleTask answers a task's state under its trigger's request path, or
 // under its trigger's name (a scheduled trigger has no path).
 func (s *Scheduler) handleTask(w http.ResponseWriter, r *http.Request) {
@@ -156,16 +188,10 @@ func (s *Scheduler) handleTask(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writeSummary answers an engine call from a task's final summary.
+// writeSummary answers an engine call from a task's final summary: HTTP
+// 200 for every outcome of a run, its status mirrored at the top level
+// (success, partial, skipped, dry_run, failed), as the plugin answers.
 func writeSummary(w http.ResponseWriter, sum schemas.TaskSummary) {
-	if sum.Status == schemas.StatusFailed {
-		code := sum.Code
-		if code < 400 {
-			code = http.StatusInternalServerError
-		}
-		writeFailed(w, code, sum.TaskID, sum.Message)
-		return
-	}
 	result := map[string]any{
 		"status": sum.Status, "written": sum.Written, "context_rows": sum.ContextRows,
 		"query_rows": sum.QueryRows, "read_rows": sum.ReadRows, "window_start": sum.Start, "window_end": sum.End,
@@ -173,45 +199,104 @@ func writeSummary(w http.ResponseWriter, sum schemas.TaskSummary) {
 	if sum.Message != "" {
 		result["message"] = sum.Message
 	}
-	if sum.Status == schemas.StatusPartial {
+	if sum.Status == schemas.StatusPartial || sum.Status == schemas.StatusFailed {
 		result["remaining"] = sum.Remaining
 	}
 	if sum.ReadTruncated {
 		result["read_truncated"] = true
 	}
-	if sum.SkippedExisting > 0 {
+	if sum.SkippedExisting > 0 || sum.Status == schemas.StatusSkipped {
 		result["skipped_existing"] = sum.SkippedExisting
 	}
 	if sum.Status == schemas.StatusDryRun {
-		preds := sum.Predictions
-		if preds == nil {
-			preds = []schemas.Prediction{}
+		// As the plugin: predictions aligned with the query rows, null
+		// where the model gave none; their times alongside.
+		preds, times := make([]*float64, len(sum.Predictions)), make([]time.Time, len(sum.Predictions))
+		for i, p := range sum.Predictions {
+			preds[i], times[i] = p.Value, p.Time
 		}
-		result["predictions"] = preds
+		result["predictions"], result["times"] = preds, times
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "success", "task_id": sum.TaskID, "result": result})
+	out := map[string]any{"status": sum.Status, "task_id": sum.TaskID, "result": result}
+	if sum.Status == schemas.StatusFailed {
+		out["message"] = sum.Message
+		if sum.Code != 0 {
+			// What an HTTP status would have said: 4xx when the input was
+			// at fault, 5xx when the model side was.
+			out["code"] = sum.Code
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
-// EngineRequest is a parsed engine request body merged with trigger arguments.
+// EngineRequest is a parsed engine request body merged with trigger
+// arguments: Args in their string form, and the window bounds and dry_run
+// they give.
 type EngineRequest struct {
 	Args       map[string]string
 	Start, End *time.Time
 	DryRun     bool
 }
 
-// ParseEngineBody parses an engine request body. Keys the trigger's
-// arguments pin may not be overridden; JSON null means "use the default".
+// bodyKeyList is bodyKeys for messages.
+const bodyKeyList = "dry_run, end_time, feature_fields, field, measurement, start_time, tags, window"
+
+// ParseEngineBody parses an engine request body over a trigger's
+// arguments. The body may set only the eight bodyKeys, and none that the
+// trigger's arguments set; JSON null means "use the default". Every
+// problem is reported at once.
 func ParseEngineBody(body []byte, triggerArgs map[string]string) (EngineRequest, error) {
 	req := EngineRequest{Args: map[string]string{}}
 	for k, v := range triggerArgs {
 		req.Args[k] = v
 	}
+	raw, errs := bodyObject(body)
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := raw[k]
+		if err := bodyKeyAllowed(k); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if pinned, ok := triggerArgs[k]; ok && strings.TrimSpace(pinned) != "" {
+			errs = append(errs, fmt.Errorf("%s is set by the trigger's arguments and cannot be overridden by the request", k))
+			continue
+		}
+		if string(v) == "null" {
+			continue
+		}
+		s, err := bodyString(k, v)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		req.Args[k] = s
+	}
+	if err := errors.Join(errs...); err != nil {
+		return req, err
+	}
+	// The window bounds and dry_run, from the body or the trigger.
+	var run Run
+	if errs = resolveRunArgs(req.Args, &run, nil); len(errs) > 0 {
+		return req, errors.Join(errs...)
+	}
+	req.Start, req.End, req.DryRun = run.Start, run.End, run.DryRun
+	return req, nil
+}
+
+// bodyObject parses a request body: nothing, or a JSON object whose keys
+// (and tags' keys) are each given once.
+func bodyObject(body []byte) (map[string]json.RawMessage, []error) {
 	if len(strings.TrimSpace(string(body))) == 0 {
-		return req, nil
+		return nil, nil
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return req, fmt.Errorf("body must be a JSON object: %v", err)
+		return nil, []error{fmt.Errorf("body must be a JSON object: %v", err)}
 	}
 	// encoding/json keeps the last of duplicate keys; a body that says two
 	// things is refused, as duplicate trigger arguments and tags are.
@@ -222,59 +307,23 @@ func ParseEngineBody(body []byte, triggerArgs map[string]string) (EngineRequest,
 	for _, k := range duplicateKeys(raw["tags"]) {
 		errs = append(errs, fmt.Errorf("tags: key %q given twice", k))
 	}
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
+	return raw, errs
+}
+
+// bodyKeyAllowed refuses a body key that is not one of the eight a body
+// may set, saying why: a retired parameter, an operator's setting (the
+// model, the write targets, the caps, the config file), or an unknown key.
+func bodyKeyAllowed(k string) error {
+	if bodyKeys[k] {
+		return nil
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		v := raw[k]
-		if !bodyKeys[k] {
-			if _, retired := retiredArgs[k]; retired {
-				errs = append(errs, fmt.Errorf("body key %q is not accepted: %s", k, retiredArgs[k]))
-			} else {
-				errs = append(errs, fmt.Errorf("unknown body key %q (allowed: dry_run, end_time, feature_fields, field, measurement, start_time, tags, window)", k))
-			}
-			continue
-		}
-		if string(v) == "null" {
-			continue
-		}
-		switch k {
-		case "start_time", "end_time":
-			var s string
-			if err := json.Unmarshal(v, &s); err != nil {
-				errs = append(errs, fmt.Errorf("%s must be an ISO 8601 string", k))
-				continue
-			}
-			t, err := ParseTime(s)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %v", k, err))
-				continue
-			}
-			if k == "start_time" {
-				req.Start = &t
-			} else {
-				req.End = &t
-			}
-		case "dry_run":
-			if err := json.Unmarshal(v, &req.DryRun); err != nil {
-				errs = append(errs, errors.New("dry_run must be true or false"))
-			}
-		default:
-			if pinned, ok := triggerArgs[k]; ok && strings.TrimSpace(pinned) != "" {
-				errs = append(errs, fmt.Errorf("%s is set by the trigger's arguments and cannot be overridden by the request", k))
-				continue
-			}
-			s, err := bodyString(k, v)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			req.Args[k] = s
-		}
+	if why, retired := retiredArgs[k]; retired {
+		return fmt.Errorf("body key %q is not accepted: %s", k, why)
 	}
-	return req, errors.Join(errs...)
+	if _, known := argDefaults[k]; known || k == ArgConfigFile || slices.Contains(requiredArgs, k) {
+		return fmt.Errorf("body key %q is an operator setting: set it in the trigger's arguments (or its config file); a request body may set only %s", k, bodyKeyList)
+	}
+	return fmt.Errorf("unknown body key %q (allowed: %s)", k, bodyKeyList)
 }
 
 // duplicateKeys returns the keys that a JSON object names more than once,
@@ -305,8 +354,22 @@ func duplicateKeys(obj []byte) []string {
 }
 
 // bodyString turns a body value into the argument string form: lists may be
-// JSON arrays, tags a JSON object.
+// JSON arrays (whose names may hold spaces), tags a JSON object.
 func bodyString(k string, v json.RawMessage) (string, error) {
+	switch k {
+	case "dry_run":
+		var b bool
+		if err := json.Unmarshal(v, &b); err != nil {
+			return "", errors.New("dry_run must be true or false")
+		}
+		return strconv.FormatBool(b), nil
+	case "start_time", "end_time":
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", fmt.Errorf("%s must be an ISO 8601 string", k)
+		}
+		return s, nil
+	}
 	var s string
 	if err := json.Unmarshal(v, &s); err == nil {
 		return s, nil
@@ -315,12 +378,7 @@ func bodyString(k string, v json.RawMessage) (string, error) {
 	case "feature_fields":
 		var list []string
 		if err := json.Unmarshal(v, &list); err == nil {
-			for _, f := range list {
-				if strings.ContainsAny(f, " \t") {
-					return "", fmt.Errorf("feature_fields: %q holds white space", f)
-				}
-			}
-			return strings.Join(list, " "), nil
+			return FeatureList(list), nil
 		}
 		return "", errors.New("feature_fields must be a string of space-separated names or an array of strings")
 	case "tags":

@@ -101,6 +101,12 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 		}
 		msgID = schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID+"|after:"+sum.TaskID, job.DryRun)
 	}
+	return p.publishAs(ctx, job, msgID)
+}
+
+// publishAs publishes job under msgID, its task named after it; duplicate
+// is true when JetStream already had it.
+func (p *Publisher) publishAs(ctx context.Context, job schemas.Job, msgID string) (taskID string, duplicate bool, err error) {
 	job.TaskID = schemas.TaskID(msgID)
 	msg, err := schemas.NewJobMsg(job)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -158,8 +159,10 @@ func RangeWindows(ctx context.Context, js jetstream.JetStream, trigger string, s
 	return windows, nil
 }
 
-// TriggerRunArgs reads a trigger's arguments from the registry, complete:
-// a request trigger that leaves some to the request body is refused.
+// TriggerRunArgs reads a trigger's arguments from the registry (or from
+// its config file, under the directory REGRESSD_CONFIG_DIR names in this
+// command's environment), complete: a request trigger that leaves some to
+// the request body is refused.
 func TriggerRunArgs(ctx context.Context, js jetstream.JetStream, trigger string) (schemas.RunArgs, error) {
 	store, err := OpenStore(ctx, js)
 	if err != nil {
@@ -169,7 +172,11 @@ func TriggerRunArgs(ctx context.Context, js jetstream.JetStream, trigger string)
 	if err != nil {
 		return schemas.RunArgs{}, fmt.Errorf("trigger %q: %w (see 'regressd trigger list')", trigger, err)
 	}
-	args, err := ResolveArgs(t.Args, false, nil)
+	expanded, _, err := ExpandArgs(t.Args, os.Getenv(EnvConfigDir))
+	if err != nil {
+		return schemas.RunArgs{}, fmt.Errorf("trigger %q: %w", trigger, err)
+	}
+	args, err := ResolveArgs(expanded, false, nil)
 	if err != nil {
 		return schemas.RunArgs{}, fmt.Errorf("trigger %q's arguments cannot run a window on their own (a request trigger may leave some to the request body): %w", trigger, err)
 	}

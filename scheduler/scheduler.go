@@ -30,6 +30,9 @@ type Config struct {
 	// columns its arguments name exist and fit. nil skips the check (a
 	// scheduler without a database); every run checks again in the producer.
 	Tables TableCheck
+	// ConfigDir is the directory config_file_path names files in (the
+	// plugin's PLUGIN_DIR). Empty: triggers cannot use config files.
+	ConfigDir string
 	// Tasks reads a task's summary from the ledger once the task bucket has
 	// let it expire. nil: tasks are known for the bucket's TTL only.
 	Tasks TaskLookup
@@ -42,6 +45,9 @@ type Config struct {
 	WaitTimeout time.Duration
 	Logger      *slog.Logger
 }
+
+// originWebhook is the origin of an engine request's job.
+const originWebhook = "webhook"
 
 // Scheduler serves the engine endpoint and the admin API and fires schedules.
 type Scheduler struct {
@@ -104,7 +110,8 @@ func (s *Scheduler) Store() *Store { return s.store }
 // Publisher publishes jobs and reads task summaries.
 func (s *Scheduler) Publisher() *Publisher { return s.pub }
 
-// submit seals the key and publishes a job.
+// submit seals the key and publishes a job: a request's with
+// PublishRequest, any other's with Publish.
 func (s *Scheduler) submit(ctx context.Context, trigger string, args schemas.RunArgs, start, end time.Time, dryRun bool, origin, key string) (string, error) {
 	sealed, err := s.cfg.Sealer.Seal(key, s.cfg.KeyTTL)
 	if err != nil {
@@ -112,7 +119,11 @@ func (s *Scheduler) submit(ctx context.Context, trigger string, args schemas.Run
 	}
 	job := schemas.Job{Trigger: trigger, Args: args, Start: start, End: end, DryRun: dryRun,
 		Origin: origin, SealedKey: sealed, Requested: time.Now().UTC()}
-	taskID, dup, err := s.pub.Publish(ctx, job, "")
+	publish := func() (string, bool, error) { return s.pub.Publish(ctx, job, "") }
+	if origin == originWebhook {
+		publish = func() (string, bool, error) { return s.pub.PublishRequest(ctx, job) }
+	}
+	taskID, dup, err := publish()
 	if err != nil {
 		return "", err
 	}
@@ -179,8 +190,9 @@ func (s *Scheduler) apply(ctx context.Context, c *cron.Cron, e jetstream.KeyValu
 	if err != nil || ps.Kind == SpecRequest {
 		return
 	}
-	args, err := ResolveArgs(t.Args, false, s.cfg.Models)
-	if err != nil {
+	// Inline arguments that cannot run are refused now; a config file is
+	// read at every tick, so that a fix of the file takes effect.
+	if _, fromFile, err := s.resolveTrigger(t); err != nil && !fromFile {
 		s.log.Warn("scheduled trigger has invalid arguments; not scheduled", "trigger", t.Name, "err", err)
 		return
 	}
@@ -191,23 +203,46 @@ func (s *Scheduler) apply(ctx context.Context, c *cron.Cron, e jetstream.KeyValu
 		s.mu.Lock()
 		id := ent.id
 		s.mu.Unlock()
-		s.fire(ctx, t.Name, args, fireTime(c, id), &ent.running)
+		s.fire(ctx, t, fireTime(c, id), &ent.running)
 	}))
 	s.entries[name] = ent
 	s.log.Info("trigger scheduled", "trigger", t.Name, "spec", t.Spec)
 }
 
+// resolveTrigger is the run a trigger's own arguments (or config file)
+// ask for; fromFile says they come from a config file.
+func (s *Scheduler) resolveTrigger(t Trigger) (run Run, fromFile bool, err error) {
+	args, fromFile, err := ExpandArgs(t.Args, s.cfg.ConfigDir)
+	if err != nil {
+		return run, fromFile, err
+	}
+	run, err = ResolveRun(args, false, s.cfg.Models)
+	return run, fromFile, err
+}
+
 // fire publishes one scheduled run. A run still under way when the next tick
-// comes makes that tick a skip, counted.
-func (s *Scheduler) fire(ctx context.Context, name string, args schemas.RunArgs, fireTime time.Time, running *atomic.Pointer[string]) {
+// comes makes that tick a skip, counted. A trigger's start_time and end_time
+// fix its window: every tick then asks for the same rows, and with
+// skip_existing a tick after the backfill calls no model.
+func (s *Scheduler) fire(ctx context.Context, t Trigger, fireTime time.Time, running *atomic.Pointer[string]) {
+	name := t.Name
 	if prev := running.Load(); prev != nil {
 		s.TicksSkipped.Add(1)
 		s.log.Info("tick skipped: previous run still in progress", "trigger", name, "task_id", *prev)
 		return
 	}
+	run, _, err := s.resolveTrigger(t)
+	if err != nil {
+		s.log.Error("scheduled run not queued: the trigger's arguments cannot run", "trigger", name, "err", err)
+		return
+	}
+	start, end, err := ResolveWindow(run.Start, run.End, time.Duration(run.Args.Window), fireTime)
+	if err != nil {
+		s.log.Error("scheduled run not queued", "trigger", name, "err", err)
+		return
+	}
 	s.TicksFired.Add(1)
-	start, end, _ := ResolveWindow(nil, nil, time.Duration(args.Window), fireTime)
-	taskID, err := s.submit(ctx, name, args, start, end, false, "schedule", s.cfg.ServiceKey)
+	taskID, err := s.submit(ctx, name, run.Args, start, end, run.DryRun, "schedule", s.cfg.ServiceKey)
 	if err != nil {
 		s.log.Error("scheduled run not queued", "trigger", name, "err", err)
 		return

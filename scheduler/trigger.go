@@ -91,8 +91,9 @@ func ParseSpec(spec string) (ParsedSpec, error) {
 	return ParsedSpec{}, fmt.Errorf("trigger spec %q: unknown kind %q (want request, every or cron)", spec, kind)
 }
 
-// Validate checks the name, spec and arguments, all problems at once.
-func (t Trigger) Validate(models ModelCheck) error {
+// Validate checks the name, spec and arguments (those of its config file,
+// read under configDir, when it names one), all problems at once.
+func (t Trigger) Validate(models ModelCheck, configDir string) error {
 	var errs []error
 	if !nameRE.MatchString(t.Name) {
 		errs = append(errs, fmt.Errorf("trigger name %q: use 1-64 letters, digits, '_' or '-'", t.Name))
@@ -104,8 +105,12 @@ func (t Trigger) Validate(models ModelCheck) error {
 		// cron's Next looks five years ahead: "0 0 30 2 *" finds nothing.
 		errs = append(errs, fmt.Errorf("trigger spec %q never fires: no time within 5 years matches it", t.Spec))
 	}
-	// A request trigger may leave table and columns to the request body.
-	if _, err := ResolveArgs(t.Args, ps.Kind == SpecRequest, models); err != nil {
+	// A request trigger may leave table and columns to the request body,
+	// unless a config file gives its arguments: no body may come then.
+	args, fromFile, err := ExpandArgs(t.Args, configDir)
+	if err != nil {
+		errs = append(errs, err)
+	} else if _, err := ResolveArgs(args, ps.Kind == SpecRequest && !fromFile, models); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

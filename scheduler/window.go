@@ -3,6 +3,7 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/regressd/regressd/schemas"
@@ -31,18 +32,25 @@ func ResolveWindow(start, end *time.Time, window time.Duration, now time.Time) (
 	return s, e, nil
 }
 
-// timeLayouts are the forms a time may take: RFC 3339, a date and time
-// without a zone (UTC), a date.
-var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"}
+// timeLayouts are the ISO 8601 forms a time may take: RFC 3339, a date and
+// time without a zone (UTC), with or without seconds and their fraction,
+// a date.
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04Z07:00", "2006-01-02T15:04", "2006-01-02"}
 
-// ParseTime reads a time in one of timeLayouts, in UTC.
+// ParseTime reads a time in one of timeLayouts, in UTC. A space may stand
+// for the 'T' between date and time ("2026-01-02 15:04:05Z"), as Python's
+// isoformat and PostgreSQL write it.
 func ParseTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if len(s) > 10 && s[10] == ' ' {
+		s = s[:10] + "T" + strings.TrimLeft(s[11:], " ")
+	}
 	for _, layout := range timeLayouts {
 		if t, err := time.Parse(layout, s); err == nil {
 			return t.UTC(), nil
 		}
 	}
-	return time.Time{}, fmt.Errorf("%q is not an ISO 8601 timestamp (e.g. 2026-01-02T15:04:05Z)", s)
+	return time.Time{}, fmt.Errorf("%q is not an ISO 8601 timestamp (e.g. 2026-01-02T15:04:05Z or 2026-01-02 15:04:05)", s)
 }
 
 // ParseWhen reads a time as ParseTime does, or a duration before now

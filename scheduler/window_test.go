@@ -12,14 +12,21 @@ func TestParseWhen(t *testing.T) {
 		"2026-01-02T15:04:05+01:00": time.Date(2026, 1, 2, 14, 4, 5, 0, time.UTC),
 		"2026-01-02T15:04:05":       time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC),
 		"2026-01-02":                time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC),
-		"7d":                        now.Add(-7 * 24 * time.Hour),
-		"36h":                       now.Add(-36 * time.Hour),
+		// ISO with a space separator, as Python and PostgreSQL write it.
+		"2026-01-02 15:04:05Z":             time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC),
+		"2026-01-02 15:04:05+01:00":        time.Date(2026, 1, 2, 14, 4, 5, 0, time.UTC),
+		"2026-01-02 15:04:05":              time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC),
+		"2026-01-02 15:04:05.250":          time.Date(2026, 1, 2, 15, 4, 5, 250e6, time.UTC),
+		"2026-01-02 15:04":                 time.Date(2026, 1, 2, 15, 4, 0, 0, time.UTC),
+		"2026-01-02T15:04:05.123456+00:00": time.Date(2026, 1, 2, 15, 4, 5, 123456e3, time.UTC),
+		"7d":                               now.Add(-7 * 24 * time.Hour),
+		"36h":                              now.Add(-36 * time.Hour),
 	} {
 		if got, err := ParseWhen(in, now); err != nil || !got.Equal(want) || got.Location() != time.UTC {
 			t.Errorf("ParseWhen(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "yesterday", "2026-13-01", "-5m"} {
+	for _, bad := range []string{"", "yesterday", "2026-13-01", "-5m", "2026-01-02  x"} {
 		if _, err := ParseWhen(bad, now); err == nil {
 			t.Errorf("ParseWhen(%q): no error", bad)
 		}

@@ -10,7 +10,8 @@ import (
 )
 
 // Duration is a time.Duration that reads and writes the trigger-argument
-// form: Go durations ("15m", "300s") plus days ("30d") and weeks ("2w").
+// form: Go durations ("15m", "300s") plus minutes as the plugin writes them
+// ("15min"), days ("30d") and weeks ("2w").
 type Duration time.Duration
 
 // durationUnits are the units of a single-unit duration, for telling one
@@ -21,11 +22,12 @@ var durationUnits = []struct {
 	unit   time.Duration
 }{
 	{"ns", time.Nanosecond}, {"us", time.Microsecond}, {"µs", time.Microsecond}, {"ms", time.Millisecond},
-	{"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}, {"w", 7 * 24 * time.Hour},
+	{"min", time.Minute}, {"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}, {"d", 24 * time.Hour}, {"w", 7 * 24 * time.Hour},
 }
 
-// ParseDuration parses "30d", "2w", "1h30m", "300s". Zero and negative
-// durations are errors: every duration argument is a length of time.
+// ParseDuration parses "30d", "2w", "1h30m", "15min", "300s". Zero and
+// negative durations are errors: every duration argument is a length of
+// time.
 func ParseDuration(s string) (Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -40,10 +42,16 @@ func ParseDuration(s string) (Duration, error) {
 		}
 	}
 	var d time.Duration
-	if n, unit := s[:len(s)-1], s[len(s)-1]; unit == 'd' || unit == 'w' {
+	if n, ok := strings.CutSuffix(s, "min"); ok {
 		v, err := strconv.ParseFloat(n, 64)
 		if err != nil {
-			return 0, fmt.Errorf("bad duration %q (want e.g. 30d, 12h, 15m, 300s)", s)
+			return 0, fmt.Errorf("bad duration %q (want e.g. 30d, 12h, 15min, 300s)", s)
+		}
+		d = time.Duration(v * float64(time.Minute))
+	} else if n, unit := s[:len(s)-1], s[len(s)-1]; unit == 'd' || unit == 'w' {
+		v, err := strconv.ParseFloat(n, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bad duration %q (want e.g. 30d, 12h, 15min, 300s)", s)
 		}
 		day := 24 * time.Hour
 		if unit == 'w' {
@@ -53,7 +61,7 @@ func ParseDuration(s string) (Duration, error) {
 	} else {
 		var err error
 		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("bad duration %q (want e.g. 30d, 12h, 15m, 300s)", s)
+			return 0, fmt.Errorf("bad duration %q (want e.g. 30d, 12h, 15min, 300s)", s)
 		}
 	}
 	if d <= 0 {

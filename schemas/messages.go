@@ -23,7 +23,17 @@ type RunArgs struct {
 	MaxPredictRows   int               `json:"max_predict_rows"`
 	MaxReadRows      int               `json:"max_read_rows"`
 	MaxRetries       int               `json:"max_retries"`
+	// OutputMeasurement is the table predictions go to; empty:
+	// <measurement>_regressed. OutputSchema is its PostgreSQL schema (the
+	// plugin's target_database); empty: the database's current schema.
+	OutputMeasurement string `json:"output_measurement,omitempty"`
+	OutputSchema      string `json:"output_schema,omitempty"`
 }
+
+// MaxRetriesLimit is the largest max_retries a trigger may set: attempts
+// per gateway call and per write, end to end across the pipeline's
+// redeliveries, which the consumers' delivery limits leave room for.
+const MaxRetriesLimit = 20
 
 // Job asks the producer to run one task: one trigger over one window.
 type Job struct {
@@ -44,18 +54,22 @@ type Job struct {
 // TaskMeta travels in the HeaderTask header of every batch and result of a
 // task, so each role can act on a message alone.
 type TaskMeta struct {
-	TaskID      string            `json:"task_id"`
-	Trigger     string            `json:"trigger"`
-	Measurement string            `json:"measurement"`
-	Target      string            `json:"target"`
-	Model       string            `json:"model"`
-	Features    []string          `json:"features"`
-	TagColumns  []string          `json:"tag_columns,omitempty"`
-	Series      map[string]string `json:"series,omitempty"`
-	Start       time.Time         `json:"start"`
-	End         time.Time         `json:"end"`
-	DryRun      bool              `json:"dry_run,omitempty"`
-	Origin      string            `json:"origin,omitempty"`
+	TaskID      string `json:"task_id"`
+	Trigger     string `json:"trigger"`
+	Measurement string `json:"measurement"`
+	Target      string `json:"target"`
+	Model       string `json:"model"`
+	// Output and OutputSchema name the table predictions go to (RunArgs'
+	// OutputMeasurement and OutputSchema); empty: <measurement>_regressed.
+	Output       string            `json:"output,omitempty"`
+	OutputSchema string            `json:"output_schema,omitempty"`
+	Features     []string          `json:"features"`
+	TagColumns   []string          `json:"tag_columns,omitempty"`
+	Series       map[string]string `json:"series,omitempty"`
+	Start        time.Time         `json:"start"`
+	End          time.Time         `json:"end"`
+	DryRun       bool              `json:"dry_run,omitempty"`
+	Origin       string            `json:"origin,omitempty"`
 	// SkipExisting keeps a prediction already written (by a task running
 	// beside this one) instead of replacing it, and does not count it.
 	SkipExisting bool `json:"skip_existing,omitempty"`
@@ -81,10 +95,11 @@ type TaskMeta struct {
 	SealedKey      string   `json:"sealed_key,omitempty"`
 }
 
-// Prediction is one predicted row, as a dry run returns it.
+// Prediction is one query row of a dry run and its prediction; Value is
+// nil where the model gave none.
 type Prediction struct {
 	Time  time.Time `json:"time"`
-	Value float64   `json:"value"`
+	Value *float64  `json:"value"`
 }
 
 // TaskSummary is a task's state in the regress_tasks bucket, written by the

@@ -44,13 +44,14 @@ func TestSealRoundTrip(t *testing.T) {
 }
 
 func TestParseDuration(t *testing.T) {
-	cases := map[string]time.Duration{"30d": 30 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "15m": 15 * time.Minute, "300s": 300 * time.Second, "1.5d": 36 * time.Hour}
+	cases := map[string]time.Duration{"30d": 30 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "15m": 15 * time.Minute, "300s": 300 * time.Second, "1.5d": 36 * time.Hour,
+		"15min": 15 * time.Minute, "90min": 90 * time.Minute, "1.5min": 90 * time.Second}
 	for in, want := range cases {
 		if got, err := ParseDuration(in); err != nil || time.Duration(got) != want {
 			t.Errorf("%s: %v %v, want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "d", "0s", "-5m", "soon", "5x"} {
+	for _, bad := range []string{"", "d", "0s", "-5m", "soon", "5x", "min", "0min", "5mins"} {
 		if _, err := ParseDuration(bad); err == nil {
 			t.Errorf("%q: no error", bad)
 		}

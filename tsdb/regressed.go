@@ -23,15 +23,49 @@ var Reserved = []string{"model", "source", "target", "value", "time"}
 // RegressedName is the output table of a measurement.
 func RegressedName(measurement string) string { return measurement + RegressedSuffix }
 
-// Series identifies the rows of one task in <measurement>_regressed.
+// Series identifies the rows of one task in its output table.
 type Series struct {
 	Measurement string
 	Target      string
 	Model       string
+	// Table is the output table; empty: <measurement>_regressed. Schema is
+	// its schema; empty: the session's current schema.
+	Table, Schema string
 	// TagColumns are all tag columns of the source, in a fixed order.
 	TagColumns []string
 	// Tags are the series' values; a missing key is a NULL tag.
 	Tags map[string]string
+}
+
+// Output is the name of the series' output table, without its schema.
+func (s Series) Output() string {
+	if s.Table != "" {
+		return s.Table
+	}
+	return RegressedName(s.Measurement)
+}
+
+// OutputName is the output table as a person reads it: schema.table, or
+// the table alone in the current schema.
+func (s Series) OutputName() string {
+	if s.Schema != "" {
+		return s.Schema + "." + s.Output()
+	}
+	return s.Output()
+}
+
+// ident is the output table's quotable identifier.
+func (s Series) ident() pgx.Identifier {
+	if s.Schema != "" {
+		return pgx.Identifier{s.Schema, s.Output()}
+	}
+	return pgx.Identifier{s.Output()}
+}
+
+// inSchema is the SQL that names the output table's schema's oid, with the
+// schema's name as parameter $n (” for the current schema).
+func inSchema(n int) string {
+	return fmt.Sprintf("(SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = coalesce(nullif($%d, ''), current_schema()))", n)
 }
 
 // tagArgs returns the tag values in TagColumns order, nil for NULL.
@@ -46,18 +80,19 @@ func (s Series) tagArgs() []any {
 }
 
 // ExistingTimes returns the times in [start, end) that already have a
-// prediction for the series from any model. A missing output table means
-// none, and so does one without a tag column the source has now (it
-// predates the column).
+// prediction for the series from any model. A missing output table (or
+// schema) means none, and so does one without a tag column the source has
+// now (it predates the column). An empty tag is the same as a NULL one, as
+// in the identity index.
 func (db *DB) ExistingTimes(ctx context.Context, s Series, start, end time.Time) (map[int64]struct{}, error) {
 	out := map[int64]struct{}{}
 	var b strings.Builder
 	fmt.Fprintf(&b, `SELECT "time" FROM %s WHERE source = $1 AND target = $2 AND "time" >= $3 AND "time" < $4`,
-		pgx.Identifier{RegressedName(s.Measurement)}.Sanitize())
+		s.ident().Sanitize())
 	args := []any{s.Measurement, s.Target, start.UTC(), end.UTC()}
-	for i, v := range s.tagArgs() {
-		args = append(args, v)
-		fmt.Fprintf(&b, " AND %s IS NOT DISTINCT FROM $%d", pgx.Identifier{s.TagColumns[i]}.Sanitize(), len(args))
+	for _, t := range s.TagColumns {
+		args = append(args, s.Tags[t])
+		fmt.Fprintf(&b, " AND coalesce(%s, '') = $%d", pgx.Identifier{t}.Sanitize(), len(args))
 	}
 	rows, err := db.pool.Query(ctx, b.String(), args...)
 	if err == nil {
@@ -68,7 +103,7 @@ func (db *DB) ExistingTimes(ctx context.Context, s Series, start, end time.Time)
 		})
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.UndefinedTable || pgErr.Code == pgerrcode.UndefinedColumn) {
+	if errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.UndefinedTable || pgErr.Code == pgerrcode.UndefinedColumn || pgErr.Code == pgerrcode.InvalidSchemaName) {
 		return map[int64]struct{}{}, nil
 	}
 	if err != nil {
@@ -98,7 +133,14 @@ func refusal(err error) error {
 func identityIndex(s Series) string {
 	tags := append([]string(nil), s.TagColumns...)
 	sort.Strings(tags)
-	sum := sha256.Sum256([]byte(s.Measurement + "\x00" + strings.Join(tags, "\x00")))
+	// A table of the default name keeps the name its index always had; a
+	// named output table, which several sources may share, is keyed by
+	// itself so that they agree on one index.
+	owner := s.Measurement
+	if s.Table != "" {
+		owner = "\x01" + s.OutputName()
+	}
+	sum := sha256.Sum256([]byte(owner + "\x00" + strings.Join(tags, "\x00")))
 	return "regressd_ident_" + hex.EncodeToString(sum[:8])
 }
 
@@ -113,7 +155,7 @@ func conflictTarget(s Series) string {
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
-// ErrIncompatible marks an existing <measurement>_regressed that cannot
+// ErrIncompatible marks an existing output table that cannot
 // hold predictions (a table of the same name made by someone else): no
 // retry helps until a person renames or fixes it.
 var ErrIncompatible = errors.New("cannot hold predictions")
@@ -131,22 +173,22 @@ var regressedColumns = []struct{ name, dataType, sql string }{
 // textTypes are the column types a tag or label is written to.
 var textTypes = []string{"text", "character varying"}
 
-// CheckRegressed returns nil when <measurement>_regressed does not exist or
+// CheckRegressed returns nil when the series' output table does not exist or
 // can hold predictions of the series' tag columns (those it lacks are added
 // when it is written); otherwise an error wrapping ErrIncompatible that
 // names every problem.
 func CheckRegressed(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, s Series) error {
-	name := RegressedName(s.Measurement)
+	name := s.OutputName()
 	// pg_catalog rather than information_schema: it runs for every task,
 	// and the catalog answers in a fraction of the view's time.
 	rows, err := q.Query(ctx, `
 		SELECT a.attname, format_type(a.atttypid, NULL),
 			a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
 		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
-		WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace
-		  AND a.attnum > 0 AND NOT a.attisdropped`, name)
+		WHERE c.relname = $1 AND c.relnamespace = `+inSchema(2)+`
+		  AND a.attnum > 0 AND NOT a.attisdropped`, s.Output(), s.Schema)
 	if err != nil {
 		return fmt.Errorf("describe %s: %w", name, err)
 	}
@@ -200,14 +242,20 @@ func CheckRegressed(ctx context.Context, q interface {
 		name, ErrIncompatible, strings.Join(problems, "; "))
 }
 
-// EnsureRegressed creates <measurement>_regressed, adds tag columns it lacks
-// and keeps its identity index in step with the tag set. Idempotent. A table
-// of that name that cannot hold predictions is an ErrIncompatible error.
+// EnsureRegressed creates the series' output table (and its schema), adds
+// tag columns it lacks and keeps its identity index in step with the tag
+// set. Idempotent. A table of that name that cannot hold predictions is an
+// ErrIncompatible error.
 func EnsureRegressed(ctx context.Context, tx pgx.Tx, s Series) error {
 	if err := CheckRegressed(ctx, tx, s); err != nil {
 		return err
 	}
-	tbl := pgx.Identifier{RegressedName(s.Measurement)}.Sanitize()
+	if s.Schema != "" {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{s.Schema}.Sanitize()); err != nil {
+			return fmt.Errorf("create schema %s: %w", s.Schema, err)
+		}
+	}
+	tbl := s.ident().Sanitize()
 	var b strings.Builder
 	fmt.Fprintf(&b, `CREATE TABLE IF NOT EXISTS %s ("time" timestamptz NOT NULL, value double precision NOT NULL, model text NOT NULL, source text NOT NULL, target text NOT NULL`, tbl)
 	for _, t := range s.TagColumns {
@@ -215,20 +263,21 @@ func EnsureRegressed(ctx context.Context, tx pgx.Tx, s Series) error {
 	}
 	b.WriteString(")")
 	if _, err := tx.Exec(ctx, b.String()); err != nil {
-		return fmt.Errorf("create %s: %w", RegressedName(s.Measurement), err)
+		return fmt.Errorf("create %s: %w", s.OutputName(), err)
 	}
 	for _, t := range s.TagColumns {
 		if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s text", tbl, pgx.Identifier{t}.Sanitize())); err != nil {
-			return fmt.Errorf("alter %s: %w", RegressedName(s.Measurement), err)
+			return fmt.Errorf("alter %s: %w", s.OutputName(), err)
 		}
 	}
 	idx := identityIndex(s)
 	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s %s",
 		pgx.Identifier{idx}.Sanitize(), tbl, conflictTarget(s))); err != nil {
-		return refusal(fmt.Errorf("index %s: %w", RegressedName(s.Measurement), err))
+		return refusal(fmt.Errorf("index %s: %w", s.OutputName(), err))
 	}
 	// Older identity indexes cover fewer tags and would merge distinct series.
-	rows, err := tx.Query(ctx, `SELECT indexname FROM pg_indexes WHERE tablename = $1 AND indexname LIKE 'regressd_ident_%' AND indexname <> $2 AND schemaname = current_schema()`, RegressedName(s.Measurement), idx)
+	rows, err := tx.Query(ctx, `SELECT indexname FROM pg_indexes WHERE tablename = $1 AND indexname LIKE 'regressd_ident_%' AND indexname <> $2
+		AND schemaname = coalesce(nullif($3, ''), current_schema())`, s.Output(), idx, s.Schema)
 	if err != nil {
 		return err
 	}
@@ -243,7 +292,11 @@ func EnsureRegressed(ctx context.Context, tx pgx.Tx, s Series) error {
 	}
 	rows.Close()
 	for _, n := range stale {
-		if _, err := tx.Exec(ctx, "DROP INDEX IF EXISTS "+pgx.Identifier{n}.Sanitize()); err != nil {
+		drop := pgx.Identifier{n}
+		if s.Schema != "" {
+			drop = pgx.Identifier{s.Schema, n}
+		}
+		if _, err := tx.Exec(ctx, "DROP INDEX IF EXISTS "+drop.Sanitize()); err != nil {
 			return err
 		}
 	}
@@ -322,7 +375,7 @@ func WriteGroup(ctx context.Context, tx pgx.Tx, ws []Write) ([]int64, error) {
 // sameTable reports whether two series are written into one table with the
 // same columns.
 func sameTable(a, b Series) bool {
-	return a.Measurement == b.Measurement && slices.Equal(a.TagColumns, b.TagColumns)
+	return a.Schema == b.Schema && a.Output() == b.Output() && slices.Equal(a.TagColumns, b.TagColumns)
 }
 
 // copyNew COPYs the points of ws[which] (one table, one tag set) into the
@@ -344,7 +397,7 @@ func copyNew(ctx context.Context, tx pgx.Tx, ws []Write, which []int) error {
 	cols := append([]string{"time", "value", "model", "source", "target"}, s.TagColumns...)
 	var row []any
 	k, i := -1, 0 // ws[which[k]].Points[i] is the next point
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{RegressedName(s.Measurement)}, cols, pgx.CopyFromFunc(func() ([]any, error) {
+	_, err := tx.CopyFrom(ctx, s.ident(), cols, pgx.CopyFromFunc(func() ([]any, error) {
 		for k < 0 || i == len(ws[which[k]].Points) {
 			if k++; k == len(which) {
 				return nil, nil
@@ -394,7 +447,7 @@ func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point, keep bool)
 	// DISTINCT ON keeps one value per time should a batch repeat a timestamp.
 	sql := fmt.Sprintf(`WITH staged AS (DELETE FROM regressd_stage RETURNING "time", value)
 		INSERT INTO %s (%s) SELECT DISTINCT ON ("time") %s FROM staged ORDER BY "time" ON CONFLICT %s %s`,
-		pgx.Identifier{RegressedName(s.Measurement)}.Sanitize(), strings.Join(cols, ", "), strings.Join(sel, ", "), conflictTarget(s), onConflict)
+		s.ident().Sanitize(), strings.Join(cols, ", "), strings.Join(sel, ", "), conflictTarget(s), onConflict)
 	tag, err := tx.Exec(ctx, sql, args...)
 	if err != nil {
 		return 0, fmt.Errorf("write predictions: %w", err)

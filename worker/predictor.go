@@ -20,9 +20,11 @@ type Request struct {
 	Y         []float64
 	Xq        [][]float64
 	// Key is the model-service key, opened from its seal; "" when none.
-	Key        string
-	Timeout    time.Duration
-	MaxRetries int
+	Key string
+	// Timeout bounds the prediction (one gateway call). A predictor makes
+	// one attempt: the worker attempts a batch again, max_retries times
+	// in all.
+	Timeout time.Duration
 }
 
 // Predictor predicts query rows from a context.

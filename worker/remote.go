@@ -24,12 +24,15 @@ func NewRemote(url string) (*Remote, error) {
 	return &Remote{url: url}, nil
 }
 
-// Predict calls the gateway with the task's key, timeout and retry budget.
+// Predict makes one call to the gateway with the task's key and timeout.
+// It does not retry: the worker attempts a batch again (max_retries times
+// in all, across deliveries), so that max_retries bounds the calls a batch
+// costs. A model scaled to zero answers its 503s like any 5xx.
 func (r *Remote) Predict(ctx context.Context, req Request) ([]float64, error) {
 	if req.Key == "" {
 		return nil, Final(errors.New("no model-service key: send X-Service-Api-Key, or set SERVICE_API_KEY in the scheduler's environment for scheduled runs"))
 	}
-	opts := []gateway.ClientOption{gateway.WithMaxRetries(req.MaxRetries)}
+	opts := []gateway.ClientOption{gateway.WithMaxRetries(0), gateway.WithColdStartWait(0)}
 	if req.Timeout > 0 {
 		opts = append(opts, gateway.WithRequestTimeout(req.Timeout))
 	}

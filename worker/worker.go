@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -30,8 +31,9 @@ type Config struct {
 	NeedKey bool
 	// Concurrency is the number of batches predicted at once. Default 2.
 	Concurrency int
-	// MaxDeliver bounds attempts at a batch; the last failure is written as a
-	// failed batch so the task still completes. Default 8.
+	// MaxDeliver bounds attempts at a batch of a task that sets no
+	// max_retries; the last failure is written as a failed batch so the
+	// task still completes. Default 8.
 	MaxDeliver int
 	// BreakerFailures consecutive transient failures open the breaker. Default 5.
 	BreakerFailures uint32
@@ -128,11 +130,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stop()
 	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
 		Stream: schemas.StreamBatches, Durable: "worker", Filter: schemas.SubjectBatches + ">",
-		// The worker itself turns the MaxDeliver-th failure into a failed
-		// batch; the two spare deliveries are for crashes.
-		AckWait: bus.DefaultAckWait, MaxDeliver: w.cfg.MaxDeliver + 2,
-		// A slow gateway may take request_timeout × (max_retries+1), plus a
-		// cold start, before it answers.
+		// The worker itself turns a batch's last attempt (max_retries, or
+		// MaxDeliver) into a failed batch; the two spare deliveries are for
+		// crashes.
+		AckWait: bus.DefaultAckWait, MaxDeliver: max(w.cfg.MaxDeliver, schemas.MaxRetriesLimit) + 2,
+		// One delivery is one prediction: a gateway's request_timeout, or
+		// the engine's work.
 		MaxWork:      2 * time.Hour,
 		Concurrency:  w.cfg.Concurrency,
 		Gate:         func() bool { return w.cb.State() != gobreaker.StateOpen },
@@ -154,12 +157,17 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 
 	// bus.Consume keeps the message alive (InProgress) while it is predicted.
 	preds, err := w.predict(ctx, meta, rec)
-	if err != nil && !IsFinal(err) {
-		md, _ := msg.Metadata()
-		if md == nil || md.NumDelivered < uint64(w.cfg.MaxDeliver) {
-			return err // transient: nak with backoff, try again
+	if err != nil && !IsFinal(err) && ctx.Err() == nil {
+		// One delivery is one attempt (one gateway call), so max_retries
+		// bounds the calls a batch costs whichever worker makes them.
+		attempt, attempts := uint64(1), w.attempts(meta)
+		if md, _ := msg.Metadata(); md != nil {
+			attempt = md.NumDelivered
 		}
-		err = Final(fmt.Errorf("gave up after %d attempts: %w", md.NumDelivered, err))
+		if attempt < uint64(attempts) {
+			return bus.RetryIn(err, retryWait(attempt, err)) // transient: try again after a backoff
+		}
+		err = Final(fmt.Errorf("gave up after %d attempts (max_retries=%d): %w", attempt, attempts, err))
 	}
 	if err != nil {
 		log.Error("batch failed", "err", err)
@@ -177,6 +185,31 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 	return msg.Ack()
 }
 
+// attempts is how many attempts a batch of the task gets: its max_retries,
+// or MaxDeliver for a task that sets none.
+func (w *Worker) attempts(meta schemas.TaskMeta) int {
+	if meta.MaxRetries > 0 {
+		return min(meta.MaxRetries, schemas.MaxRetriesLimit)
+	}
+	return w.cfg.MaxDeliver
+}
+
+// maxRetryWait caps the wait before a batch's next attempt, Retry-After
+// included, as the plugin caps its backoff.
+const maxRetryWait = 30 * time.Second
+
+// retryWait is the wait after a batch's n-th failed attempt: the gateway's
+// Retry-After when it gave one, else 2^(n−1) s plus up to 1 s of jitter
+// (so that batches failing together do not come back together), capped at
+// maxRetryWait.
+func retryWait(n uint64, err error) time.Duration {
+	var he *gateway.HTTPError
+	if errors.As(err, &he) && he.RetryAfter > 0 {
+		return min(he.RetryAfter, maxRetryWait)
+	}
+	return min(bus.RetryDelay(n)+rand.N(time.Second), maxRetryWait)
+}
+
 func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.RecordBatch) ([]float64, error) {
 	x, y, err := w.context(ctx, meta, len(meta.Features))
 	if err != nil {
@@ -190,7 +223,7 @@ func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.R
 	}
 	xq := columnsToRows(rec, 1)
 	req := Request{Model: meta.Model, ContextID: meta.ContextDigest, X: x, Y: y, Xq: xq, Key: key,
-		Timeout: time.Duration(meta.RequestTimeout), MaxRetries: meta.MaxRetries}
+		Timeout: time.Duration(meta.RequestTimeout)}
 	preds, err := w.cb.Execute(func() ([]float64, error) { return w.cfg.Predictor.Predict(ctx, req) })
 	for errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		// The breaker refused the call: hold the batch until it lets calls

@@ -120,7 +120,7 @@ func (w *Writer) apply(ctx context.Context, r result) outcome {
 		w.log.Error("batch not written", "task_id", r.Meta.TaskID, "batch", r.Batch, "err", err)
 		msg := err.Error()
 		if errors.Is(err, tsdb.ErrRefused) {
-			msg = fmt.Sprintf("%s: %v", tsdb.RegressedName(r.Meta.Measurement), err)
+			msg = fmt.Sprintf("%s: %v", outputSeries(r.Meta).OutputName(), err)
 		}
 		r.Status, r.Message, r.points, r.Code = schemas.StatusFailed, msg, nil, http.StatusConflict
 		statuses, err = w.commit(ctx, []result{r})
@@ -221,14 +221,13 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses 
 			continue
 		}
 		if r.Meta.DryRun {
-			out[i].preview = make([]schemas.Prediction, len(r.points))
-			for k, p := range r.points {
-				out[i].preview[k] = schemas.Prediction{Time: p.Time, Value: p.Value}
+			out[i].preview = r.preview
+			if out[i].preview == nil {
+				out[i].preview = []schemas.Prediction{}
 			}
 			continue
 		}
-		series := tsdb.Series{Measurement: r.Meta.Measurement, Target: r.Meta.Target, Model: r.Meta.Model,
-			TagColumns: r.Meta.TagColumns, Tags: r.Meta.Series}
+		series := outputSeries(r.Meta)
 		if key := tableKey(series); !ready[key] {
 			k, err := w.ensure(ctx, tx, series)
 			if err != nil {

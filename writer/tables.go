@@ -10,12 +10,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/tsdb"
 )
 
+// outputSeries is where a task's predictions go.
+func outputSeries(m schemas.TaskMeta) tsdb.Series {
+	return tsdb.Series{Measurement: m.Measurement, Target: m.Target, Model: m.Model, Table: m.Output,
+		Schema: m.OutputSchema, TagColumns: m.TagColumns, Tags: m.Series}
+}
+
 // tableKey names a regressed table and the tag set it is ensured for.
 func tableKey(s tsdb.Series) string {
-	return s.Measurement + "\x00" + strings.Join(s.TagColumns, "\x00")
+	return s.Schema + "\x00" + s.Output() + "\x00" + strings.Join(s.TagColumns, "\x00")
 }
 
 func (w *Writer) markEnsured(keys ...string) {
@@ -39,7 +46,7 @@ func (w *Writer) ensure(ctx context.Context, tx pgx.Tx, s tsdb.Series) (string, 
 	}
 	// Serialise DDL on one table across writers.
 	h := fnv.New64a()
-	h.Write([]byte(tsdb.RegressedName(s.Measurement)))
+	h.Write([]byte(s.OutputName()))
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64())); err != nil {
 		return "", err
 	}

@@ -92,18 +92,22 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
 		Stream: schemas.StreamResults, Durable: "writer", Filter: schemas.SubjectResults + ">",
-		// Results hold predictions already paid for: a failing write is
-		// retried (1s … 60s apart) through about 45 minutes of database
-		// trouble before it is dead-lettered and its batch settled as failed.
+		// A failing write of predictions is attempted max_retries times in
+		// all (1s, 2s, 4s … apart; see writeFailed). Other results only
+		// settle the ledger: they are retried through about 45 minutes of
+		// database trouble before they are dead-lettered.
 		AckWait: bus.DefaultAckWait, MaxDeliver: 50,
 		Concurrency: w.cfg.Concurrency * maxGroup, OnDeadLetter: w.onDeadLetter, Logger: w.log,
 	}, w.handle)
 }
 
-// result is a decoded result message: its headers and its predictions.
+// result is a decoded result message: its headers and its predictions. A
+// dry run's are its preview instead: every query row, in order, with or
+// without a prediction.
 type result struct {
 	schemas.Result
-	points []tsdb.Point
+	points  []tsdb.Point
+	preview []schemas.Prediction
 }
 
 func (w *Writer) decode(msg jetstream.Msg) (result, error) {
@@ -123,6 +127,17 @@ func (w *Writer) decode(msg jetstream.Msg) (result, error) {
 	times := rec.Column(0).(*array.Timestamp)
 	vals := rec.Column(1).(*array.Float64)
 	r.Rows = int(rec.NumRows())
+	if r.Meta.DryRun {
+		r.preview = make([]schemas.Prediction, r.Rows)
+		for i := range r.preview {
+			r.preview[i].Time = times.Value(i).ToTime(arrow.Microsecond).UTC()
+			if vals.IsValid(i) {
+				v := vals.Value(i)
+				r.preview[i].Value = &v
+			}
+		}
+		return r, nil
+	}
 	r.points = make([]tsdb.Point, 0, rec.NumRows())
 	for i := 0; i < int(rec.NumRows()); i++ {
 		if vals.IsNull(i) {
@@ -140,7 +155,7 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	o := w.write(ctx, r)
 	if o.err != nil {
-		return o.err
+		return w.writeFailed(ctx, msg, r, o.err)
 	}
 	s, err := w.publishSummary(ctx, r.Meta.TaskID, o.status)
 	if err != nil {
@@ -153,6 +168,27 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	w.forgetContext(ctx, s, r.Meta.ContextNUID)
 	return nil
+}
+
+// writeFailed is what a result whose write failed returns: its error, to
+// try again, until the task's max_retries attempts at writing predictions
+// are spent; then the result is dead-lettered (its predictions kept there
+// for 'regressd dlq retry') and its batch settled as failed, as the
+// plugin's write gives up after max_retries attempts. Results without
+// predictions (failures, verdicts, dry runs) are retried as before: they
+// only settle the ledger.
+func (w *Writer) writeFailed(ctx context.Context, msg jetstream.Msg, r result, err error) error {
+	if ctx.Err() != nil || r.Status != schemas.StatusOK || r.Meta.DryRun || r.Meta.MaxRetries <= 0 {
+		return err
+	}
+	attempt := uint64(1)
+	if md, _ := msg.Metadata(); md != nil {
+		attempt = md.NumDelivered
+	}
+	if attempt < uint64(r.Meta.MaxRetries) {
+		return err
+	}
+	return bus.Permanent(fmt.Errorf("write failed %d times (max_retries=%d): %w", attempt, r.Meta.MaxRetries, err))
 }
 
 // forgetContext removes the context of a task that ended with every batch

@@ -28,6 +28,7 @@ type roleCommand struct {
 	deviceMemory string
 	concurrency  int
 	waitTimeout  time.Duration
+	configDir    string
 	gw           gateway.Config
 }
 
@@ -65,6 +66,7 @@ func (c *roleCommand) flags() *flag.FlagSet {
 	fs.StringVar(&c.deviceMemory, "device-memory", envOr("REGRESSD_DEVICE_MEMORY", "24GiB"), "device memory the engine may plan for (e.g. 24GiB) (env REGRESSD_DEVICE_MEMORY)")
 	fs.IntVar(&c.concurrency, "concurrency", 2, "messages each role handles at once")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 10*time.Minute, "scheduler: how long an engine call waits for its task before answering 202")
+	fs.StringVar(&c.configDir, "config-dir", envOr("REGRESSD_CONFIG_DIR", ""), "scheduler: directory of the TOML files triggers name in config_file_path, which is never outside it (env REGRESSD_CONFIG_DIR)")
 	fs.Int64Var(&c.gw.MaxBodyBytes, "max-body-bytes", gateway.DefaultMaxBodyBytes, "gateway: largest /predict body in bytes; larger gets 413")
 	fs.Float64Var(&c.gw.RatePerMinute, "rate-per-minute", gateway.DefaultRatePerMinute, "gateway: requests per minute allowed per key; more gets 429 with Retry-After")
 	fs.IntVar(&c.gw.RateBurst, "rate-burst", gateway.DefaultRateBurst, "gateway: requests a key may send back to back before the rate applies")
@@ -78,7 +80,7 @@ func (c *roleCommand) flags() *flag.FlagSet {
 		"nats-url":     bus, "replicas": bus, "nats-listen": bus && !demo, "http-addr": !demo,
 		"predictor": c.has(pipeline.Worker), "gateway-url": c.has(pipeline.Worker, pipeline.Scheduler),
 		"device-memory": c.has(pipeline.Worker, pipeline.Gateway), "concurrency": c.has(pipeline.Producer, pipeline.Worker, pipeline.Writer),
-		"wait-timeout": c.has(pipeline.Scheduler)}
+		"wait-timeout": c.has(pipeline.Scheduler), "config-dir": c.has(pipeline.Scheduler)}
 	for _, n := range []string{"gateway-addr", "max-body-bytes", "rate-per-minute", "rate-burst", "max-concurrent", "max-queue"} {
 		used[n] = c.has(pipeline.Gateway)
 	}
@@ -142,7 +144,7 @@ func (c *roleCommand) config() (pipeline.Config, error) {
 	cfg := pipeline.Config{Stores: c.common.Stores, Roles: c.roles, HTTPAddr: c.common.httpAddr, GatewayAddr: c.common.gatewayAddr,
 		AuthTokens: strings.FieldsFunc(os.Getenv("REGRESSD_AUTH_TOKENS"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }), ServiceKey: os.Getenv("SERVICE_API_KEY"),
 		Secret: []byte(os.Getenv("REGRESSD_SECRET")), Predictor: c.predictor, GatewayURL: c.gatewayURL,
-		Concurrency: c.concurrency, WaitTimeout: c.waitTimeout, GatewayConfig: c.gw, Logger: c.common.logger(c.m)}
+		Concurrency: c.concurrency, WaitTimeout: c.waitTimeout, ConfigDir: c.configDir, GatewayConfig: c.gw, Logger: c.common.logger(c.m)}
 	if c.has(pipeline.Worker, pipeline.Gateway) {
 		var err error
 		if cfg.DeviceMemory, err = gpu.ParseBytes(c.deviceMemory); err != nil {

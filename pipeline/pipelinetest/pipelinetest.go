@@ -93,7 +93,8 @@ func Start(t *testing.T, extra ...string) *Env {
 // Config reads the flags of a role command that tests use into a pipeline
 // configuration (no roles), logging to logs: --data-dir, --database-url,
 // --nats-url, --nats-listen, --http-addr, --gateway-addr, --replicas,
-// --predictor, --gateway-url, --concurrency, --wait-timeout, --log-level.
+// --predictor, --gateway-url, --concurrency, --wait-timeout, --config-dir,
+// --log-level.
 // REGRESSD_SECRET, SERVICE_API_KEY and REGRESSD_AUTH_TOKENS come from the
 // environment, as for the commands.
 func Config(args []string, logs io.Writer) (pipeline.Config, error) {
@@ -111,6 +112,7 @@ func Config(args []string, logs io.Writer) (pipeline.Config, error) {
 	fs.StringVar(&c.GatewayURL, "gateway-url", "", "")
 	fs.IntVar(&c.Concurrency, "concurrency", 2, "")
 	fs.DurationVar(&c.WaitTimeout, "wait-timeout", 10*time.Minute, "")
+	fs.StringVar(&c.ConfigDir, "config-dir", "", "")
 	fs.StringVar(&level, "log-level", "info", "")
 	if err := fs.Parse(args); err != nil {
 		return c, err
