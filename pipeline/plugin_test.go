@@ -341,8 +341,8 @@ target_database = "predictions"
 	// Refused when it is created: a file mixed with inline arguments, one
 	// outside the directory, retired parameters, a write target in a body.
 	for args, want := range map[string]string{
-		"config_file_path=air.toml,window=1d": "cannot be combined",
-		"config_file_path=../air.toml":        "relative path inside",
+		"config_file_path=air.toml,window=1d":             "cannot be combined",
+		"config_file_path=../air.toml":                    "relative path inside",
 		pipelinetest.Args("air", "gateway_url=https://x"): "is not accepted: the gateway is not a parameter",
 	} {
 		st, body := e.Do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", nil,
