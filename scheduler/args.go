@@ -334,11 +334,20 @@ func checkIdent(what, name string) error {
 	return nil
 }
 
+// retiredModels are slugs the vendor retired, refused by name as the
+// plugin refuses them rather than letting the gateway answer 404.
+var retiredModels = map[string]string{
+	"synthefy/nori": "is retired and no longer routes: use a current slug such as synthefy/nori-30m",
+}
+
 // checkModelSlug checks the shape <vendor>/<name>.
 func checkModelSlug(s string) error {
 	vendor, name, ok := strings.Cut(s, "/")
 	if !ok || vendor == "" || name == "" || strings.ContainsAny(s, " \t,") || strings.Count(s, "/") != 1 {
 		return fmt.Errorf("model %q is not a slug of the form <vendor>/<model> (run 'regressd models' for the built-in ones)", s)
+	}
+	if why, ok := retiredModels[s]; ok {
+		return fmt.Errorf("model %q %s", s, why)
 	}
 	return nil
 }

@@ -68,6 +68,7 @@ func TestResolveArgsErrors(t *testing.T) {
 		{"fixed window", base + ",start_time=2026-01-01 00:00:00,end_time=2026-02-01T00:00:00Z,dry_run=true,window=15min", false, nil},
 		{"bad window bounds", base + ",start_time=2026-02-01,end_time=2026-01-01,dry_run=maybe", false, []string{"start_time 2026-02-01T00:00:00Z is not before end_time", "dry_run"}},
 		{"bad start", base + ",start_time=soon", false, []string{"start_time: \"soon\" is not an ISO 8601"}},
+		{"retired slug", "measurement=m,field=y,feature_fields=a,model=synthefy/nori", false, []string{`model "synthefy/nori" is retired`}},
 		{"too many attempts", base + ",max_retries=21", false, []string{"max_retries: at most 20"}},
 		{"config file and inline", base + ",config_file_path=a.toml", false, []string{"config_file_path supplies every argument"}},
 	}
