@@ -102,54 +102,35 @@ func headOutput64(h *head, rd *rowDists, d2 []float64) float64 {
 // well each predicts context rows it did not see. On a small context it uses
 // k-fold predictions with the hyperparameters refit in every fold, because
 // leave-one-out after tuning on the same rows flatters the tuned heads.
+//
+// Rows held out in contiguous blocks (blockCandidates) join them: those
+// near the rest of the context (farness below ½; every other one, so that
+// scattered rows still lead) in the near readout, the others choose the
+// far readout (edge.go). The readouts' residuals on all of these rows
+// calibrate the predictive distribution (interval.go).
 func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) {
-	n, f := c.n, c.f
-	var cands [][]float64
-	var target []float64
-	// Sorted initialisation of the ensemble selection: the number of best
-	// heads blended before greedy steps. Small contexts blend more, since
-	// their out-of-fold scores are noisy and a broad average is safer.
-	init := 5
-	if n <= cfg.foldRows && n >= 10 {
-		init = 24
-		cands, target = c.foldCandidates(cfg, ys, solveChunk)
-		tr, _, _ := fitTrend(c.z, n, f, ys)
-		c.tr = tr
-	} else {
-		var rows []int
-		for i, s := range score {
-			if s {
-				rows = append(rows, i)
+	near, init := c.nearCandidates(cfg, ys, ard, iso, solveChunk, score)
+	c.edge = c.newEdgeModel(ard)
+	blk := c.blockCandidates(cfg, ys, ard, iso, solveChunk)
+	sel := near
+	var blkNear, blkFar []int
+	if blk != nil {
+		for a, d := range blk.dist {
+			if farness(d) < 0.5 {
+				blkNear = append(blkNear, a)
+			} else {
+				blkFar = append(blkFar, a)
 			}
 		}
-		tr, tLoo, _ := fitTrend(c.z, n, f, ys)
-		c.tr = tr
-		target = make([]float64, len(rows))
-		tc := make([]float64, len(rows))
-		for a, i := range rows {
-			target[a] = ys[i]
-			tc[a] = tLoo[i]
-		}
-		cands = append(cands, tc)
-		hc := c.looCandidates(rows, ard, iso)
-		// Heads in the fitted ARD metric carry the optimism of
-		// hyperparameters tuned on these rows: inflate their residuals by
-		// the AIC-like factor 1 + 2p/n (p = f+2 hyperparameters).
-		pen := math.Sqrt(1 + 2*float64(f+2)/float64(n))
-		k := 0
-		for l := range c.layers {
-			for h := range c.layers[l] {
-				if c.layers[l][h].spec.metric == metricARD {
-					for a := range hc[k] {
-						hc[k][a] = target[a] + (hc[k][a]-target[a])*pen
-					}
-				}
-				k++
+		var every []int
+		for k, a := range blkNear {
+			if k%2 == 0 {
+				every = append(every, a)
 			}
 		}
-		cands = append(cands, hc...)
+		sel = near.join(blk.subset(every))
 	}
-	w := baggedSelect(cands, target, cfg.bags, init, 30)
+	w := baggedSelect(sel.cands, sel.target, cfg.bags, init, 30)
 	c.trendW = w[0]
 	k := 1
 	for l := range c.layers {
@@ -158,6 +139,61 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 			k++
 		}
 	}
+	if blk != nil {
+		c.edge.fitFar(cfg, blk, blkFar, init)
+	}
+	c.calibrate(near, blk)
+}
+
+// nearCandidates is every candidate's out-of-sample prediction of scattered
+// context rows: leave-one-out on the scored rows, or k-fold with refit
+// hyperparameters on a small context (with the larger sorted
+// initialisation it returns). It also fits the trend.
+func (c *contextFit) nearCandidates(cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) (*heldOut, int) {
+	n, f := c.n, c.f
+	tr, tLoo, _ := fitTrend(c.z, n, f, ys)
+	c.tr = tr
+	// Sorted initialisation of the ensemble selection: the number of best
+	// heads blended before greedy steps. Small contexts blend more, since
+	// their out-of-fold scores are noisy and a broad average is safer.
+	if n <= cfg.foldRows && n >= 10 {
+		cands, target := c.foldCandidates(cfg, ys, solveChunk)
+		rows := make([]int, n)
+		for i := range rows {
+			rows[i] = i
+		}
+		return &heldOut{cands: cands, target: target, rows: rows}, 24
+	}
+	var rows []int
+	for i, s := range score {
+		if s {
+			rows = append(rows, i)
+		}
+	}
+	target := make([]float64, len(rows))
+	tc := make([]float64, len(rows))
+	for a, i := range rows {
+		target[a] = ys[i]
+		tc[a] = tLoo[i]
+	}
+	cands := [][]float64{tc}
+	hc := c.looCandidates(rows, ard, iso)
+	// Heads in the fitted ARD metric carry the optimism of
+	// hyperparameters tuned on these rows: inflate their residuals by
+	// the AIC-like factor 1 + 2p/n (p = f+2 hyperparameters).
+	pen := math.Sqrt(1 + 2*float64(f+2)/float64(n))
+	k := 0
+	for l := range c.layers {
+		for h := range c.layers[l] {
+			if c.layers[l][h].spec.metric == metricARD {
+				for a := range hc[k] {
+					hc[k][a] = target[a] + (hc[k][a]-target[a])*pen
+				}
+			}
+			k++
+		}
+	}
+	return &heldOut{cands: append(cands, hc...), target: target, rows: rows}, 5
 }
 
 // stackPairs bounds scored rows × context rows in the readout's scoring.
@@ -272,42 +308,61 @@ func (c *contextFit) foldCandidates(cfg modelConfig, ys []float64, solveChunk in
 // foldPredict fills out's rows of fold fo (rows i ≡ fo mod folds) from a
 // model fitted, hyperparameters included, on the other folds.
 func (c *contextFit) foldPredict(cfg modelConfig, ys []float64, solveChunk, folds, fo int, out [][]float64) {
-	n, f := c.n, c.f
 	var tr, te []int
-	for i := range n {
+	for i := range c.n {
 		if i%folds == fo {
 			te = append(te, i)
 		} else {
 			tr = append(tr, i)
 		}
 	}
+	zt, yt := c.rowsOf(tr, ys)
 	m := len(tr)
-	zt := make([]float64, m*f)
-	yt := make([]float64, m)
-	for a, i := range tr {
-		copy(zt[a*f:(a+1)*f], c.z[i*f:(i+1)*f])
-		yt[a] = ys[i]
-	}
-	ard := fitGP(zt, m, f, yt, cfg.gp)
+	ard := fitGP(zt, m, c.f, yt, cfg.gp)
 	iso := ard
 	if cfg.isoGP {
-		iso = fitGPIso(zt, m, f, yt, cfg.gp)
+		iso = fitGPIso(zt, m, c.f, yt, cfg.gp)
 	}
+	c.heldOutPredict(cfg, zt, yt, te, ard, iso, solveChunk, nil, func(k, a int, v float64) { out[k][te[a]] = v })
+}
+
+// rowsOf copies the canonical rows idx of z and of y.
+func (c *contextFit) rowsOf(idx []int, y []float64) ([]float64, []float64) {
+	f := c.f
+	zt := make([]float64, len(idx)*f)
+	yt := make([]float64, len(idx))
+	for a, i := range idx {
+		copy(zt[a*f:(a+1)*f], c.z[i*f:(i+1)*f])
+		yt[a] = y[i]
+	}
+	return zt, yt
+}
+
+// heldOutPredict fits the trend and every head on the rows (zt, yt) with
+// the hyperparameters ard and iso, and calls put(k, a, v) with candidate
+// k's prediction v of the held-out canonical row te[a] (k = 0 the trend,
+// 1 + l·H + h head h of layer l).
+func (c *contextFit) heldOutPredict(cfg modelConfig, zt, yt []float64, te []int, ard, iso gpHyper, solveChunk int, near []float64, put func(k, a int, v float64)) {
+	f := c.f
+	m := len(yt)
 	layers := buildHeads(cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
 	trd, _, _ := fitTrend(zt, m, f, yt)
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
 	dA, dI := newRowDists(m), newRowDists(m)
 	d2 := make([]float64, m)
 	var buf []float64
-	for _, i := range te {
+	for a, i := range te {
 		zi := c.z[i*f : (i+1)*f]
-		out[0][i] = trd.eval(zi, buf)
+		put(0, a, trd.eval(zi, buf))
 		dA.reset(-1)
 		dI.reset(-1)
 		for j := range m {
 			zj := zt[j*f : (j+1)*f]
 			dA.base[j] = sqDist(zi, zj, invA)
 			dI.base[j] = sqDist(zi, zj, invI)
+		}
+		if near != nil {
+			near[a] = slices.Min(dA.base)
 		}
 		for l := range layers {
 			for h := range layers[l] {
@@ -316,7 +371,7 @@ func (c *contextFit) foldPredict(cfg modelConfig, ys []float64, solveChunk, fold
 				if hd.spec.metric == metricISO {
 					rd = dI
 				}
-				out[1+l*headsPerLayer+h][i] = headOutput64(hd, rd, d2)
+				put(1+l*headsPerLayer+h, a, headOutput64(hd, rd, d2))
 			}
 		}
 	}
