@@ -186,7 +186,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 	}()
 	for ctx.Err() == nil {
 		if cfg.Gate != nil && !cfg.Gate() {
-			sleep(ctx, 250*time.Millisecond)
+			Sleep(ctx, 250*time.Millisecond)
 			continue
 		}
 		free := cfg.Concurrency - len(sem)
@@ -204,7 +204,7 @@ func Consume(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h 
 				break
 			}
 			cfg.Logger.Warn("fetch", "consumer", cfg.Durable, "err", err)
-			sleep(ctx, time.Second)
+			Sleep(ctx, time.Second)
 			continue
 		}
 		for msg := range batch.Messages() {
@@ -227,7 +227,7 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 	// Long work (a big window, a slow model) must not look like a crash.
 	stop := keepAlive(msg, cfg.AckWait/3, cfg.MaxWork, func() {
 		cfg.Logger.Warn("handler still running after MaxWork; letting the message be delivered again",
-			"consumer", cfg.Durable, "task_id", taskID(msg.Headers()), "max_work", cfg.MaxWork)
+			"consumer", cfg.Durable, "task_id", schemas.TaskIDOf(msg.Headers()), "max_work", cfg.MaxWork)
 	})
 	defer stop()
 	defer func() {
@@ -243,7 +243,7 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 	if err == nil {
 		return
 	}
-	taskID := taskID(msg.Headers())
+	taskID := schemas.TaskIDOf(msg.Headers())
 	if ctx.Err() != nil && !IsPermanent(err) {
 		// Cut off by shutdown: hand the message back now rather than after AckWait.
 		cfg.Logger.Info("message released at shutdown", "consumer", cfg.Durable, "task_id", taskID)
@@ -318,9 +318,14 @@ func keepAlive(msg jetstream.Msg, interval, limit time.Duration, expired func())
 	return func() { once.Do(func() { close(done) }) }
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// Sleep waits d, or until ctx ends; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
-	case <-time.After(d):
+		return false
+	case <-t.C:
+		return true
 	}
 }

@@ -93,7 +93,7 @@ func deadLetter(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig,
 	if meta, _ := msg.Metadata(); meta != nil {
 		dl.Seq, dl.Deliveries = meta.Sequence.Stream, meta.NumDelivered
 	}
-	log := cfg.Logger.With("consumer", cfg.Durable, "task_id", taskID(dl.Header), "seq", dl.Seq)
+	log := cfg.Logger.With("consumer", cfg.Durable, "task_id", schemas.TaskIDOf(dl.Header), "seq", dl.Seq)
 	if err := publishDeadLetter(ctx, js, dl); err != nil {
 		log.Error("dead-letter publish failed; message left for redelivery", "err", err)
 		msg.NakWithDelay(RetryDelay(5))
@@ -156,7 +156,7 @@ func watchMaxDeliveries(ctx context.Context, js jetstream.JetStream, cfg Consume
 				return fmt.Errorf("settle dead letter: %w", err)
 			}
 		}
-		cfg.Logger.Error("message dead-lettered", "consumer", adv.Consumer, "task_id", taskID(raw.Header),
+		cfg.Logger.Error("message dead-lettered", "consumer", adv.Consumer, "task_id", schemas.TaskIDOf(raw.Header),
 			"seq", adv.StreamSeq, "reason", dl.Reason)
 		// A work queue would keep the message forever; the jobs stream keeps
 		// it for replay.
@@ -172,20 +172,6 @@ func watchMaxDeliveries(ctx context.Context, js jetstream.JetStream, cfg Consume
 	}
 }
 
-// taskID is the task a message belongs to, for logs: the Regressd-Task
-// header is a bare id on jobs and a JSON TaskMeta on batches and results.
-func taskID(h nats.Header) string {
-	v := h.Get(schemas.HeaderTask)
-	if strings.HasPrefix(v, "{") {
-		var m struct {
-			TaskID string `json:"task_id"`
-		}
-		json.Unmarshal([]byte(v), &m)
-		return m.TaskID
-	}
-	return v
-}
-
 func lastToken(subject string) string {
 	if i := strings.LastIndexByte(subject, '.'); i >= 0 {
 		return subject[i+1:]
@@ -193,7 +179,9 @@ func lastToken(subject string) string {
 	return subject
 }
 
+// truncate puts s on one line and cuts it to n bytes.
 func truncate(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) <= n {
 		return s
 	}

@@ -100,6 +100,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	kvs := []jetstream.KeyValueConfig{
 		{Bucket: schemas.BucketTriggers, History: 5, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, Description: "trigger definitions"},
 		{Bucket: schemas.BucketTasks, History: 1, TTL: cfg.TaskTTL, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 1_000_000, Description: "task summaries"},
+		{Bucket: schemas.BucketStatus, History: 1, TTL: schemas.StatusTTL, Replicas: cfg.Replicas, Storage: jetstream.FileStorage, MaxValueSize: 4096, Description: "live state of the roles (each worker's breaker)"},
 	}
 	for _, kc := range kvs {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {

@@ -17,7 +17,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -66,10 +65,6 @@ type Client struct {
 	now            func() time.Time
 	jitter         func() time.Duration
 	log            *slog.Logger
-
-	mu         sync.Mutex
-	lastReport *MemoryReport
-	lastUsage  *Usage
 }
 
 // ClientOption configures a Client; it reports an invalid setting.
@@ -211,7 +206,7 @@ func predictEndpoint(baseURL string) (string, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !isLoopback(u.Hostname()) {
+		if !IsLoopbackHost(u.Hostname()) {
 			return "", fmt.Errorf("gateway URL %q: must be https (plain http is allowed only on loopback), or the API key would cross the network in clear", baseURL)
 		}
 	default:
@@ -225,7 +220,9 @@ func predictEndpoint(baseURL string) (string, error) {
 	return u.String(), nil
 }
 
-func isLoopback(host string) bool {
+// IsLoopbackHost reports whether host (a name or an address, no port) is
+// the loopback interface.
+func IsLoopbackHost(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}
@@ -251,20 +248,15 @@ type MemoryReport struct {
 	Raw json.RawMessage `json:"-"`
 }
 
-// LastMemoryReport returns the memory report of the last successful call,
-// or nil when it had none (no policy was sent to a server that reports only
-// then) or no call has succeeded.
-func (c *Client) LastMemoryReport() *MemoryReport {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastReport
-}
-
-// LastUsage returns the usage of the last successful call, or nil.
-func (c *Client) LastUsage() *Usage {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastUsage
+// Answer is what one /predict call answered.
+type Answer struct {
+	// Predictions are one per query row; NaN where the gateway sent null.
+	Predictions []float64
+	// Usage is the metered usage, when the gateway sent it.
+	Usage *Usage
+	// MemoryReport is the engine's memory report, when the gateway sent
+	// one (always when a memory policy was sent).
+	MemoryReport *MemoryReport
 }
 
 // Predict sends context rows X with targets y and query rows Xq, and returns
@@ -272,7 +264,7 @@ func (c *Client) LastUsage() *Usage {
 // prediction comes back as NaN. policy, when not nil, is sent as
 // memory_policy (only its set fields; see gpu.Policy.WireJSON), and then the
 // answer must carry a memory report (ErrNoMemoryReport otherwise).
-func (c *Client) Predict(ctx context.Context, X [][]float64, y []float64, Xq [][]float64, policy *gpu.Policy) ([]float64, error) {
+func (c *Client) Predict(ctx context.Context, X [][]float64, y []float64, Xq [][]float64, policy *gpu.Policy) (*Answer, error) {
 	var raw json.RawMessage
 	if policy != nil {
 		b, err := policy.WireJSON()
@@ -286,7 +278,7 @@ func (c *Client) Predict(ctx context.Context, X [][]float64, y []float64, Xq [][
 
 // PredictRaw is Predict with memory_policy given as JSON: a preset string
 // such as json.RawMessage(`"exact"`), an object, or nil for none.
-func (c *Client) PredictRaw(ctx context.Context, X [][]float64, y []float64, Xq [][]float64, policy json.RawMessage) ([]float64, error) {
+func (c *Client) PredictRaw(ctx context.Context, X [][]float64, y []float64, Xq [][]float64, policy json.RawMessage) (*Answer, error) {
 	if len(X) == 0 || len(Xq) == 0 {
 		return nil, errors.New("gateway: X and Xq must each have at least one row")
 	}
@@ -319,10 +311,7 @@ func (c *Client) PredictRaw(ctx context.Context, X [][]float64, y []float64, Xq 
 	if policy != nil && report == nil {
 		return nil, ErrNoMemoryReport
 	}
-	c.mu.Lock()
-	c.lastReport, c.lastUsage = report, resp.Usage
-	c.mu.Unlock()
-	return preds, nil
+	return &Answer{Predictions: preds, Usage: resp.Usage, MemoryReport: report}, nil
 }
 
 // wireResponse is the 200 body of /predict.

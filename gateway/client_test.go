@@ -151,17 +151,17 @@ func TestClientWireFormat(t *testing.T) {
 			}
 		}})
 	c := newTestClient(t, v.srv.URL, newFakeClock())
-	preds, err := c.Predict(context.Background(), cX, cY, cXq, nil)
+	ans, err := c.Predict(context.Background(), cX, cY, cXq, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if preds[0] != 1.25 || !math.IsNaN(preds[1]) {
+	if preds := ans.Predictions; preds[0] != 1.25 || !math.IsNaN(preds[1]) {
 		t.Fatalf("preds=%v, want [1.25 NaN]", preds)
 	}
-	if c.LastMemoryReport() != nil {
+	if ans.MemoryReport != nil {
 		t.Error("a report appeared from nowhere")
 	}
-	if u := c.LastUsage(); u == nil || u.InputTokens != 11 {
+	if u := ans.Usage; u == nil || u.InputTokens != 11 {
 		t.Errorf("usage %+v", u)
 	}
 }
@@ -245,7 +245,7 @@ func TestClientRetries(t *testing.T) {
 			v := newVendorGateway(t, tt.script...)
 			clock := newFakeClock()
 			c := newTestClient(t, v.srv.URL, clock, tt.opts...)
-			preds, err := c.Predict(context.Background(), cX, cY, cXq, nil)
+			ans, err := c.Predict(context.Background(), cX, cY, cXq, nil)
 			if got := v.callCount(); got != tt.calls {
 				t.Errorf("calls=%d, want %d", got, tt.calls)
 			}
@@ -253,8 +253,8 @@ func TestClientRetries(t *testing.T) {
 				t.Errorf("waits=%v, want %v", got, tt.waits)
 			}
 			if tt.ok {
-				if err != nil || len(preds) != 2 {
-					t.Fatalf("Predict=%v, %v; want 2 predictions", preds, err)
+				if err != nil || len(ans.Predictions) != 2 {
+					t.Fatalf("Predict=%v, %v; want 2 predictions", ans, err)
 				}
 				return
 			}
@@ -397,11 +397,11 @@ func TestClientAgainstOurServer(t *testing.T) {
 	ctx := context.Background()
 	X, y, Xq := linearData(40, 5)
 	Xq[2][1] = math.NaN()
-	preds, err := c.Predict(ctx, X, y, Xq, nil)
-	if err != nil || len(preds) != 5 {
-		t.Fatalf("Predict=%v, %v", preds, err)
+	ans, err := c.Predict(ctx, X, y, Xq, nil)
+	if err != nil || len(ans.Predictions) != 5 {
+		t.Fatalf("Predict=%v, %v", ans, err)
 	}
-	rep := c.LastMemoryReport()
+	rep := ans.MemoryReport
 	if rep == nil || rep.Rung == "" || rep.Clamped == nil {
 		t.Fatalf("report %+v: our server always reports, with clamped", rep)
 	}
@@ -409,10 +409,11 @@ func TestClientAgainstOurServer(t *testing.T) {
 	p.GPUBudgetFrac = 0.3
 	abs := 1.0
 	p.GPUBudgetAbsoluteGB = &abs
-	if _, err := c.Predict(ctx, X, y, Xq, &p); err != nil {
+	ans, err = c.Predict(ctx, X, y, Xq, &p)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if rep := c.LastMemoryReport(); rep == nil || len(rep.Notes) == 0 {
+	if rep := ans.MemoryReport; rep == nil || len(rep.Notes) == 0 {
 		t.Fatalf("notes missing: %+v", rep)
 	}
 	// Caller errors come back as *HTTPError, not retried.
@@ -438,14 +439,14 @@ func TestClientBehindBreaker(t *testing.T) {
 	v := newVendorGateway(t, reply{status: 500, body: `{"error": "down"}`})
 	c := newTestClient(t, v.srv.URL, newFakeClock(), WithMaxRetries(0))
 	now := time.Now()
-	cb := gobreaker.NewCircuitBreaker[[]float64](gobreaker.Settings{
+	cb := gobreaker.NewCircuitBreaker[*Answer](gobreaker.Settings{
 		Name:         "gateway",
 		Timeout:      time.Millisecond, // half-open almost at once, for the test
 		ReadyToTrip:  func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
 		IsSuccessful: func(err error) bool { return err == nil || !IsTransient(err) },
 	})
 	call := func() error {
-		_, err := cb.Execute(func() ([]float64, error) { return c.Predict(context.Background(), cX, cY, cXq, nil) })
+		_, err := cb.Execute(func() (*Answer, error) { return c.Predict(context.Background(), cX, cY, cXq, nil) })
 		return err
 	}
 	for range 3 {

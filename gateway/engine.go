@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,9 +24,9 @@ func newEngine(deviceBytes, hostBytes int64) predictFunc {
 var errArenaShared = errors.New("other predictions held part of the device memory at the time")
 
 // newEngineOn is newEngine on a given device.
-func newEngineOn(dev *gpu.Device, hostBytes int64) predictFunc {
-	return func(req engineRequest) ([]float64, json.RawMessage, error) {
-		preds, rep, err := predictOn(dev, hostBytes, req)
+func newEngineOn(dev gpu.Device, hostBytes int64) predictFunc {
+	return func(ctx context.Context, req engineRequest) ([]float64, json.RawMessage, error) {
+		preds, rep, err := predictOn(ctx, dev, hostBytes, req)
 		if errors.Is(err, gpu.ErrOutOfMemory) && dev.Used() > 0 {
 			// This request's own memory is released (predictOn closed its
 			// Regressor); what is still held belongs to others.
@@ -35,8 +36,8 @@ func newEngineOn(dev *gpu.Device, hostBytes int64) predictFunc {
 	}
 }
 
-// predictOn fits and predicts one request on dev.
-func predictOn(dev *gpu.Device, hostBytes int64, req engineRequest) ([]float64, json.RawMessage, error) {
+// predictOn fits and predicts one request on dev; both stop when ctx ends.
+func predictOn(ctx context.Context, dev gpu.Device, hostBytes int64, req engineRequest) ([]float64, json.RawMessage, error) {
 	opts := []gpu.Option{gpu.WithDevice(dev), gpu.WithHostMemory(hostBytes)}
 	// A thinking model takes no policy at all (the server has refused
 	// one sent with it); every other model gets the resolved, clamped one.
@@ -48,10 +49,10 @@ func predictOn(dev *gpu.Device, hostBytes int64, req engineRequest) ([]float64, 
 		return nil, nil, err
 	}
 	defer r.Close()
-	if err := r.Fit(req.X, req.Y); err != nil {
+	if err := r.Fit(ctx, req.X, req.Y); err != nil {
 		return nil, nil, err
 	}
-	preds, err := r.Predict(req.Xq)
+	preds, err := r.Predict(ctx, req.Xq)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -211,15 +212,15 @@ func TestPredictOutOfMemoryBesideOthersIs503(t *testing.T) {
 	}
 	req := engineRequest{Model: testModel(), Policy: policy, X: X, Y: y, Xq: Xq[:10]}
 	// another prediction keeps a resident cache on dev until closed.
-	another := func(dev *gpu.Device) *gpu.Regressor {
+	another := func(dev gpu.Device) *gpu.Regressor {
 		r, err := gpu.NewRegressor(testModel(), gpu.WithDevice(dev), gpu.WithQueryBatch(16))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Fit(X, y); err != nil {
+		if err := r.Fit(context.Background(), X, y); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.Predict(Xq); err != nil {
+		if _, err := r.Predict(context.Background(), Xq); err != nil {
 			t.Fatal(err)
 		}
 		return r
@@ -227,7 +228,7 @@ func TestPredictOutOfMemoryBesideOthersIs503(t *testing.T) {
 	// Size the device from what the request needs alone and what the
 	// other prediction's cache holds.
 	probe := gpu.NewCPUDevice(0)
-	if _, _, err := newEngineOn(probe, 0)(req); err != nil {
+	if _, _, err := newEngineOn(probe, 0)(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	alone := probe.Peak()
@@ -241,7 +242,7 @@ func TestPredictOutOfMemoryBesideOthersIs503(t *testing.T) {
 	dev := gpu.NewCPUDevice(alone + held/2)
 	predict := newEngineOn(dev, 0)
 	o = another(dev)
-	_, _, err = predict(req)
+	_, _, err = predict(context.Background(), req)
 	if !errors.Is(err, errArenaShared) || !errors.Is(err, gpu.ErrOutOfMemory) {
 		t.Fatalf("beside another prediction: err = %v, want out of memory, arena shared", err)
 	}
@@ -250,7 +251,7 @@ func TestPredictOutOfMemoryBesideOthersIs503(t *testing.T) {
 		t.Fatalf("mapped to %#v, want 503 with Retry-After", engineError(err))
 	}
 	o.Close()
-	if _, _, err := predict(req); err != nil {
+	if _, _, err := predict(context.Background(), req); err != nil {
 		t.Fatalf("alone on the same device: %v", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -94,7 +95,7 @@ func (s *KeyStore) Create(ctx context.Context, name string) (string, Key, error)
 	err := s.db.QueryRow(ctx, `INSERT INTO regressd_gateway_keys (name, lookup_id, key_hash)
 		VALUES ($1, $2, $3) RETURNING id, created`, name, lookup, sum[:]).Scan(&k.ID, &k.Created)
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
 		return "", Key{}, fmt.Errorf("create key %q: %w", name, ErrKeyExists)
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"sort"
 	"strconv"
@@ -37,7 +38,7 @@ type badRequest struct {
 func (e *badRequest) Error() string { return e.msg }
 
 func invalid(format string, args ...any) error {
-	return &badRequest{status: 400, msg: fmt.Sprintf(format, args...)}
+	return &badRequest{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
 }
 
 // decodeEnvelope reads the body's top level: every field but the matrices

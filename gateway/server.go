@@ -34,7 +34,7 @@ type Server struct {
 
 // predictFunc runs one validated prediction on the engine and returns the
 // predictions and the engine's memory report as a JSON object.
-type predictFunc func(req engineRequest) ([]float64, json.RawMessage, error)
+type predictFunc func(ctx context.Context, req engineRequest) ([]float64, json.RawMessage, error)
 
 // engineRequest is what the engine is asked to do for one request.
 type engineRequest struct {
@@ -253,9 +253,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, log *slog.Logger)
 	case err != nil:
 		return 0, req.Model, Usage{}, nil // the caller went away
 	}
-	preds, report, err := s.runEngine(engineRequest{Model: req.Model, Policy: policy, X: req.X, Y: req.Y, Xq: req.Xq})
+	preds, report, err := s.runEngine(r.Context(), engineRequest{Model: req.Model, Policy: policy, X: req.X, Y: req.Y, Xq: req.Xq})
 	release()
 	if err != nil {
+		if r.Context().Err() != nil {
+			return 0, req.Model, Usage{}, nil // the caller went away; the engine stopped
+		}
 		return 0, req.Model, Usage{}, engineError(err)
 	}
 	if len(preds) != len(req.Xq) {
@@ -272,13 +275,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, log *slog.Logger)
 
 // runEngine calls the engine, turning a panic into an error so one bad
 // request cannot take the server down.
-func (s *Server) runEngine(req engineRequest) (preds []float64, report json.RawMessage, err error) {
+func (s *Server) runEngine(ctx context.Context, req engineRequest) (preds []float64, report json.RawMessage, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("engine panic: %v", p)
 		}
 	}()
-	return s.predict(req)
+	return s.predict(ctx, req)
 }
 
 func (s *Server) tooLarge() error {
@@ -381,10 +384,17 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, errorBody{Error: msg, Message: msg, Code: code})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeJSON(w http.ResponseWriter, status int, v any) { WriteJSON(w, status, v, "") }
+
+// WriteJSON answers v as JSON with status, indented by indent ("" for
+// none): encoded whole before the header goes (a value that cannot be
+// encoded answers 500), HTML left unescaped (messages quote <key>; this is
+// not HTML), with its Content-Length. regressd's HTTP APIs answer with it.
+func WriteJSON(w http.ResponseWriter, status int, v any, indent string) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // messages quote <key>; this is not HTML
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", indent)
 	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
 		buf.Reset()

@@ -421,10 +421,10 @@ func TestPredictConcurrencyBounded(t *testing.T) {
 	g := newTestGateway(t, Config{MaxConcurrent: 1, MaxQueue: 1, QueueTimeout: 5 * time.Second, RateBurst: 100})
 	started, unblock := make(chan struct{}, 4), make(chan struct{})
 	real := g.srv.predict
-	g.srv.predict = func(req engineRequest) ([]float64, json.RawMessage, error) {
+	g.srv.predict = func(ctx context.Context, req engineRequest) ([]float64, json.RawMessage, error) {
 		started <- struct{}{}
 		<-unblock
-		return real(req)
+		return real(ctx, req)
 	}
 	b := body(10, 2, nil)
 	var wg sync.WaitGroup
@@ -459,7 +459,7 @@ func TestPredictConcurrencyBounded(t *testing.T) {
 
 func TestPredictEnginePanicIs500(t *testing.T) {
 	g := newTestGateway(t, Config{})
-	g.srv.predict = func(engineRequest) ([]float64, json.RawMessage, error) { panic("boom") }
+	g.srv.predict = func(context.Context, engineRequest) ([]float64, json.RawMessage, error) { panic("boom") }
 	status, _, out := g.post(t, g.key, body(10, 2, nil))
 	if status != 500 || !strings.Contains(errMessage(out), "internal error") || strings.Contains(errMessage(out), "boom") {
 		t.Fatalf("panic: %d %v", status, out)

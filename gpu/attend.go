@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"math"
 	"sort"
 	"sync"
@@ -9,7 +10,7 @@ import (
 // layerReader gives the forward pass one layer's keys and values: from a
 // resident cache, streamed from the host tier, or computed afresh. done
 // releases whatever device memory the layer took.
-type layerReader func(l int) (s *layerStore, done func(), err error)
+type layerReader func(ctx context.Context, l int) (s *layerStore, done func(), err error)
 
 // rowView is one layer's keys plus the per-row value of every head,
 // averaged over the groups' copies. Every row counts once in a head's
@@ -19,10 +20,10 @@ type rowView struct {
 	vbar []float32 // n×H
 }
 
-func newRowView(s *layerStore) *rowView {
+func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
 	n, w := s.rows, s.groups*headWidth
 	rv := &rowView{s: s, vbar: make([]float32, n*headsPerLayer)}
-	parallelFor(n, 1024, func(lo, hi int) {
+	err := parallelFor(ctx, n, 1024, func(lo, hi int) {
 		v := make([]float32, w)
 		inv := 1 / float32(s.groups)
 		for i := lo; i < hi; i++ {
@@ -36,7 +37,7 @@ func newRowView(s *layerStore) *rowView {
 			}
 		}
 	})
-	return rv
+	return rv, err
 }
 
 // scoreTile is the number of queries scored together in one pass over the
@@ -280,7 +281,8 @@ func topK(d []float32, k int, buf []int) []int {
 // distances to every row for every head, scoreTile·n·H float32) live in a
 // buffer reused from piece to piece, so host memory holds only the pieces
 // in flight, not the batch's whole score matrix that the device reserves.
-func (c *contextFit) forward(zq []float64, nq int, read layerReader) ([]float64, error) {
+// It stops with an error wrapping ctx.Err() once ctx ends.
+func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read layerReader) ([]float64, error) {
 	out := make([]float64, nq)
 	if c.constant {
 		for q := range out {
@@ -291,7 +293,10 @@ func (c *contextFit) forward(zq []float64, nq int, read layerReader) ([]float64,
 	f, n := c.f, c.n
 	// far: the far readout's sum, for queries away from the context
 	// (edge.go); each query's output is (1−u)·out + u·far.
-	edges := c.queryEdges(zq, nq)
+	edges, err := c.queryEdges(ctx, zq, nq)
+	if err != nil {
+		return nil, err
+	}
 	far := make([]float64, nq)
 	var buf []float64
 	for q := range nq {
@@ -307,12 +312,16 @@ func (c *contextFit) forward(zq []float64, nq int, read layerReader) ([]float64,
 		return &b
 	}}
 	for l := range c.layers {
-		s, done, err := read(l)
+		s, done, err := read(ctx, l)
 		if err != nil {
 			return nil, err
 		}
-		rv := newRowView(s)
-		parallelFor(nq, scoreTile, func(lo, hi int) {
+		rv, err := newRowView(ctx, s)
+		if err != nil {
+			done()
+			return nil, err
+		}
+		err = parallelFor(ctx, nq, scoreTile, func(lo, hi int) {
 			buf := tiles.Get().(*[]float32)
 			defer tiles.Put(buf)
 			qks := make([][]float32, hi-lo)
@@ -344,6 +353,9 @@ func (c *contextFit) forward(zq []float64, nq int, read layerReader) ([]float64,
 			}
 		})
 		done()
+		if err != nil {
+			return nil, err
+		}
 	}
 	for q := range out {
 		if edges != nil {

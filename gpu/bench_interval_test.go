@@ -26,7 +26,7 @@ func BenchmarkPredictDetailed(b *testing.B) {
 					for range b.N {
 						r.Close()
 						t0 := time.Now()
-						if _, err := r.Predict(Xq); err != nil {
+						if _, err := r.Predict(context.Background(), Xq); err != nil {
 							b.Fatal(err)
 						}
 						r.Close()

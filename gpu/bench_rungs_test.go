@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -36,7 +37,7 @@ func BenchmarkRungs(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := base.Fit(X, y); err != nil {
+	if err := base.Fit(context.Background(), X, y); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("fit %d×%d: %.1fs", n, f, time.Since(t0).Seconds())
@@ -81,7 +82,7 @@ func BenchmarkRungs(b *testing.B) {
 			for range b.N {
 				r.Close()
 				dev.ResetPeak()
-				if out, err = r.Predict(Xq); err != nil {
+				if out, err = r.Predict(context.Background(), Xq); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -66,7 +67,7 @@ func benchFit(b *testing.B, model string, n, f int, opts ...Option) *Regressor {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := r.Fit(X, y); err != nil {
+	if err := r.Fit(context.Background(), X, y); err != nil {
 		b.Fatal(err)
 	}
 	return r
@@ -84,11 +85,14 @@ func BenchmarkAttention(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d/f=%d", tc.n, tc.f), func(b *testing.B) {
 			r := benchFit(b, "regressd/model-2l", tc.n, tc.f)
 			c := r.fit
-			s, err := c.buildLayer(0, r.dev, c.solveChunk, CacheDTypeBF16)
+			s, err := c.buildLayer(context.Background(), 0, r.dev, c.solveChunk, CacheDTypeBF16)
 			if err != nil {
 				b.Fatal(err)
 			}
-			rv := newRowView(s)
+			rv, err := newRowView(context.Background(), s)
+			if err != nil {
+				b.Fatal(err)
+			}
 			zq, _ := c.pp.transform([][]float64{make([]float64, tc.f)})
 			const nq = 64
 			nb := len(c.anchors) / c.f
@@ -102,7 +106,7 @@ func BenchmarkAttention(b *testing.B) {
 			for _, kern := range attendKernels() {
 				b.Run("kernel="+kern.name, func(b *testing.B) {
 					for range b.N {
-						parallelFor(nq, scoreTile, func(lo, hi int) {
+						parallelFor(context.Background(), nq, scoreTile, func(lo, hi int) {
 							c.scoresWith(kern, rv, qks[lo:hi], d2s[lo:hi])
 						})
 					}
@@ -131,7 +135,7 @@ func BenchmarkPredict(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				r.Close() // each op builds its own cache
-				if _, err := r.Predict(Xq); err != nil {
+				if _, err := r.Predict(context.Background(), Xq); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -150,7 +154,7 @@ func BenchmarkLinearInContext(b *testing.B) {
 			b.ResetTimer()
 			for range b.N {
 				r.Close()
-				if _, err := r.Predict(Xq); err != nil {
+				if _, err := r.Predict(context.Background(), Xq); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -169,11 +173,11 @@ func BenchmarkCacheBuild(b *testing.B) {
 			r := benchFit(b, DefaultModel, tc.n, 8)
 			b.ResetTimer()
 			for range b.N {
-				kc, err := r.build(tc.dtype, "device", r.fit.solveChunk)
+				kc, err := r.build(context.Background(), tc.dtype, "device", r.fit.solveChunk)
 				if err != nil {
 					b.Fatal(err)
 				}
-				kc.res.release()
+				kc.res.Release()
 			}
 		})
 	}
@@ -194,13 +198,13 @@ func BenchmarkCachedVsPlainLoop(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			p, _ := ParsePolicy([]byte(tc.policy))
 			r, _ := NewRegressor(DefaultModel, WithQueryBatch(batch), WithPolicy(p))
-			if err := r.Fit(X, y); err != nil {
+			if err := r.Fit(context.Background(), X, y); err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
 			for range b.N {
 				r.Close()
-				if _, err := r.Predict(Xq); err != nil {
+				if _, err := r.Predict(context.Background(), Xq); err != nil {
 					b.Fatal(err)
 				}
 			}

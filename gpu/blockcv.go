@@ -1,6 +1,10 @@
 package gpu
 
-import "math"
+import (
+	"context"
+	"errors"
+	"math"
+)
 
 // heldOut is every readout candidate's prediction of context rows it did
 // not see: cands[k][a] for row rows[a] (canonical order), whose target is
@@ -87,8 +91,9 @@ const blockCVRows = 2000
 // which leave-one-out on scattered rows cannot tell when neighbouring rows
 // are alike (a time series). Rows given in no particular order make
 // blocks that are scattered rows like any others. Nil when the context has
-// too few rows for blocks.
-func (c *contextFit) blockCandidates(cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int) *heldOut {
+// too few rows for blocks. It stops with an error wrapping ctx.Err() once
+// ctx ends.
+func (c *contextFit) blockCandidates(ctx context.Context, cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int) (*heldOut, error) {
 	n := c.n
 	pos := make([]int, n) // canonical index of the context's i-th row
 	for k, i := range c.order {
@@ -100,20 +105,22 @@ func (c *contextFit) blockCandidates(cfg modelConfig, ys []float64, ard, iso gpH
 	}
 	m := len(rows)
 	if m < 4*blockCV {
-		return nil
+		return nil, nil
 	}
 	nh := len(c.layers) * headsPerLayer
 	h := &heldOut{cands: make([][]float64, nh+1), rows: rows, dist: make([]float64, m), block: make([]int, m), beyond: make([]bool, m)}
 	for k := range h.cands {
 		h.cands[k] = make([]float64, m)
 	}
-	parallelFor(blockCV, 1, func(lo, hi int) {
+	// Blocks are independent and each writes only its own rows.
+	errs := make([]error, blockCV)
+	if err := parallelFor(ctx, blockCV, 1, func(lo, hi int) {
 		for b := lo; b < hi; b++ {
 			a0, a1 := b*m/blockCV, (b+1)*m/blockCV
 			tr := append(append([]int(nil), rows[:a0]...), rows[a1:]...)
 			te := rows[a0:a1]
 			zt, yt := c.rowsOf(tr, ys)
-			c.heldOutPredict(cfg, zt, yt, te, ard, iso, solveChunk, h.dist[a0:a1], func(k, a int, v float64) { h.cands[k][a0+a] = v })
+			errs[b] = c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, h.dist[a0:a1], func(k, a int, v float64) { h.cands[k][a0+a] = v })
 			lo, hi := columnRanges(zt, len(tr), c.f)
 			for a := a0; a < a1; a++ {
 				h.block[a] = b
@@ -121,11 +128,16 @@ func (c *contextFit) blockCandidates(cfg modelConfig, ys []float64, ard, iso gpH
 				h.beyond[a] = outsideBox(c.z[i*c.f:(i+1)*c.f], lo, hi)
 			}
 		}
-	})
+	}); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	h.target = make([]float64, m)
 	for a, k := range rows {
 		h.target[a] = ys[k]
 		h.dist[a] = math.Sqrt(h.dist[a]) / c.edge.spread
 	}
-	return h
+	return h, nil
 }

@@ -94,14 +94,8 @@ func (r *Regressor) PredictDetailed(ctx context.Context, Xq [][]float64, opts Pr
 	if c == nil {
 		return nil, ErrNotFitted
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	mean, err := r.Predict(Xq)
+	mean, err := r.Predict(ctx, Xq)
 	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	nq := len(Xq)
@@ -117,9 +111,12 @@ func (r *Regressor) PredictDetailed(ctx context.Context, Xq [][]float64, opts Pr
 	if err != nil {
 		return nil, fmt.Errorf("predict: %w", err)
 	}
-	edges := c.queryEdges(zq, nq)
+	edges, err := c.queryEdges(ctx, zq, nq)
+	if err != nil {
+		return nil, err
+	}
 	f := c.f
-	parallelFor(nq, 16, func(lo, hi int) {
+	err = parallelFor(ctx, nq, 16, func(lo, hi int) {
 		for q := lo; q < hi; q++ {
 			var u float64
 			s := c.pp.yScale
@@ -147,5 +144,8 @@ func (r *Regressor) PredictDetailed(ctx context.Context, Xq [][]float64, opts Pr
 			}
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
 	return p, nil
 }

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"math"
 	"slices"
 )
@@ -156,25 +157,27 @@ func nearestSq(z []float64, n, f int, x, inv []float64, skip int) float64 {
 }
 
 // newEdgeModel measures the context's spread on up to 1,024 of its rows.
-func (c *contextFit) newEdgeModel(ard gpHyper) *edgeModel {
+func (c *contextFit) newEdgeModel(ctx context.Context, ard gpHyper) (*edgeModel, error) {
 	n, f := c.n, c.f
 	e := &edgeModel{inv: metricInv(ard, 1)}
 	e.lo, e.hi = columnRanges(c.z, n, f)
 	rows := scoreRows(n, 1024)
 	d := make([]float64, len(rows))
-	parallelFor(len(rows), 64, func(lo, hi int) {
+	if err := parallelFor(ctx, len(rows), 64, func(lo, hi int) {
 		for a := lo; a < hi; a++ {
 			i := rows[a]
 			d[a] = math.Sqrt(nearestSq(c.z, n, f, c.z[i*f:(i+1)*f], e.inv, i))
 		}
-	})
+	}); err != nil {
+		return nil, err
+	}
 	slices.Sort(d)
 	e.spread = d[min(int(nearQuantile*float64(len(d))), len(d)-1)]
 	if !(e.spread > 0) {
 		// Rows on a lattice of duplicates: any distance is far.
 		e.spread = math.SmallestNonzeroFloat64
 	}
-	return e
+	return e, nil
 }
 
 // edgeOf places one standardised query.
@@ -192,18 +195,18 @@ func (c *contextFit) edgeOf(x []float64) queryEdge {
 
 // queryEdges places each of the nq standardised queries zq (nil for a
 // constant model).
-func (c *contextFit) queryEdges(zq []float64, nq int) []queryEdge {
+func (c *contextFit) queryEdges(ctx context.Context, zq []float64, nq int) ([]queryEdge, error) {
 	if c.edge == nil {
-		return nil
+		return nil, ctx.Err()
 	}
 	f := c.f
 	out := make([]queryEdge, nq)
-	parallelFor(nq, 16, func(lo, hi int) {
+	err := parallelFor(ctx, nq, 16, func(lo, hi int) {
 		for q := lo; q < hi; q++ {
 			out[q] = c.edgeOf(zq[q*f : (q+1)*f])
 		}
 	})
-	return out
+	return out, err
 }
 
 // outsideBox says whether x lies outside [lo, hi] in a column.

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -41,7 +42,7 @@ func olsPredict(X [][]float64, y []float64, Xq [][]float64) []float64 {
 			}
 		}
 	}
-	if err := cholesky(a, p); err != nil {
+	if err := cholesky(context.Background(), a, p); err != nil {
 		panic(err)
 	}
 	beta := cholSolve(a, p, b)

@@ -43,7 +43,7 @@ func mustFit(t testing.TB, model string, X [][]float64, y []float64, opts ...Opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Fit(X, y); err != nil {
+	if err := r.Fit(context.Background(), X, y); err != nil {
 		t.Fatal(err)
 	}
 	return r
@@ -51,7 +51,7 @@ func mustFit(t testing.TB, model string, X [][]float64, y []float64, opts ...Opt
 
 func mustPredict(t testing.TB, r *Regressor, Xq [][]float64) []float64 {
 	t.Helper()
-	p, err := r.Predict(Xq)
+	p, err := r.Predict(context.Background(), Xq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,10 +85,10 @@ func TestAccuracyFloor(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		if err := r.Fit(X, y); err != nil {
+		if err := r.Fit(context.Background(), X, y); err != nil {
 			return nil, err
 		}
-		return r.Predict(Xq)
+		return r.Predict(context.Background(), Xq)
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -153,15 +153,15 @@ func TestChunkedBuild(t *testing.T) {
 	c := r.fit
 	dev := NewCPUDevice(0)
 	for l := range c.layers {
-		whole, err := c.buildLayer(l, dev, 0, CacheDTypeBF16)
+		whole, err := c.buildLayer(context.Background(), l, dev, 0, CacheDTypeBF16)
 		if err != nil {
 			t.Fatal(err)
 		}
-		one, err := c.buildLayer(l, dev, c.n, CacheDTypeBF16)
+		one, err := c.buildLayer(context.Background(), l, dev, c.n, CacheDTypeBF16)
 		if err != nil {
 			t.Fatal(err)
 		}
-		three, err := c.buildLayer(l, dev, 100, CacheDTypeBF16)
+		three, err := c.buildLayer(context.Background(), l, dev, 100, CacheDTypeBF16)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,10 +222,10 @@ func TestDegenerateInputs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, _ := NewRegressor("regressd/model-2l")
-			err := r.Fit(tc.X, tc.y)
+			err := r.Fit(context.Background(), tc.X, tc.y)
 			if err == nil && tc.q != nil {
 				var p []float64
-				p, err = r.Predict(tc.q)
+				p, err = r.Predict(context.Background(), tc.q)
 				if err == nil && tc.check != nil && !tc.check(p) {
 					t.Errorf("predictions %v are not sensible", p)
 				}
@@ -239,7 +239,7 @@ func TestDegenerateInputs(t *testing.T) {
 		})
 	}
 	r, _ := NewRegressor(DefaultModel)
-	if _, err := r.Predict([][]float64{{1}}); !errors.Is(err, ErrNotFitted) {
+	if _, err := r.Predict(context.Background(), [][]float64{{1}}); !errors.Is(err, ErrNotFitted) {
 		t.Errorf("predict before fit: err = %v, want ErrNotFitted", err)
 	}
 	if _, err := NewRegressor("nori/model-6m"); !errors.Is(err, ErrUnknownModel) {
@@ -270,7 +270,7 @@ func TestConcurrentPredict(t *testing.T) {
 	outs := make([][]float64, 4)
 	for g := range 4 {
 		go func() {
-			p, err := r.Predict(Xq)
+			p, err := r.Predict(context.Background(), Xq)
 			outs[g] = p
 			errs <- err
 		}()
@@ -293,10 +293,10 @@ func TestExtremeScales(t *testing.T) {
 	predict := func(X [][]float64, y []float64) []float64 {
 		t.Helper()
 		r, _ := NewRegressor("regressd/model-2l")
-		if err := r.Fit(X, y); err != nil {
+		if err := r.Fit(context.Background(), X, y); err != nil {
 			t.Fatal(err)
 		}
-		p, err := r.Predict(X[:10])
+		p, err := r.Predict(context.Background(), X[:10])
 		if err != nil {
 			t.Fatal(err)
 		}

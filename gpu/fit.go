@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -49,7 +50,9 @@ type fitOptions struct {
 	solveChunk int // GP expert size; ≤ 0 uses the model's
 }
 
-func fitContext(cfg modelConfig, X [][]float64, y []float64, opt fitOptions) (*contextFit, error) {
+// fitContext learns everything Fit learns. It stops with an error wrapping
+// ctx.Err() once ctx ends.
+func fitContext(ctx context.Context, cfg modelConfig, X [][]float64, y []float64, opt fitOptions) (*contextFit, error) {
 	if len(X) == 0 {
 		return nil, errors.New("empty context: fit needs at least one row")
 	}
@@ -85,10 +88,13 @@ func fitContext(cfg modelConfig, X [][]float64, y []float64, opt fitOptions) (*c
 		return c, nil
 	}
 	c.g = (f + 1) / 2
-	ard := fitGP(z, n, f, yt, cfg.gp)
+	ard := fitGP(ctx, z, n, f, yt, cfg.gp)
 	iso := ard
 	if cfg.isoGP {
-		iso = fitGPIso(z, n, f, yt, cfg.gp)
+		iso = fitGPIso(ctx, z, n, f, yt, cfg.gp)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	// Canonical order: by the coordinate with the finest length scale
 	// relative to its spread, then by the original index.
@@ -119,8 +125,12 @@ func fitContext(cfg modelConfig, X [][]float64, y []float64, opt fitOptions) (*c
 	c.hyper = [2]gpHyper{ard, iso}
 	c.solveChunk = solveChunk
 	score := c.scoreMask(cfg)
-	c.layers = buildHeads(cfg, c.z, n, f, ys, ard, iso, solveChunk, score)
-	c.stack(cfg, ys, ard, iso, solveChunk, score)
+	if c.layers, err = buildHeads(ctx, cfg, c.z, n, f, ys, ard, iso, solveChunk, score); err != nil {
+		return nil, err
+	}
+	if err := c.stack(ctx, cfg, ys, ard, iso, solveChunk, score); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -153,8 +163,9 @@ func metricInv(h gpHyper, mult float64) []float64 {
 // buildHeads fits every head's values on (z, y): the GP solves for solve
 // heads, the target itself for the others.
 // score marks the rows whose leave-one-out prediction the solve heads
-// should also return (nil: none).
-func buildHeads(cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gpHyper, solveChunk int, score []bool) [][headsPerLayer]head {
+// should also return (nil: none). It stops with an error wrapping ctx.Err()
+// once ctx ends.
+func buildHeads(ctx context.Context, cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gpHyper, solveChunk int, score []bool) ([][headsPerLayer]head, error) {
 	if score == nil {
 		score = make([]bool, n)
 	}
@@ -168,7 +179,10 @@ func buildHeads(cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gp
 			h := head{spec: s, inv: metricInv(hp, s.mult), values: y}
 			if s.kind == kindSolve {
 				h.sf2 = hp.sf2
-				sr := fitSolve(z, n, f, h.inv, hp.sf2, hp.sn2, y, solveChunk, score)
+				sr, err := fitSolve(ctx, z, n, f, h.inv, hp.sf2, hp.sn2, y, solveChunk, score)
+				if err != nil {
+					return nil, err
+				}
 				h.values, h.loo = sr.alpha, sr.loo
 			}
 			h.vScale = 0
@@ -181,5 +195,5 @@ func buildHeads(cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gp
 			layers[l][k] = h
 		}
 	}
-	return layers
+	return layers, nil
 }

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"math"
 )
 
@@ -41,8 +42,9 @@ const (
 
 // gpObjective is the negative log marginal likelihood of y under the kernel
 // with log-parameters theta = [log ell_1..F, log sf2, log sn2], and its
-// gradient. z is m×f row-major.
-func gpObjective(z []float64, m, f int, y, theta []float64) (float64, []float64, bool) {
+// gradient. z is m×f row-major. It fails (false) when the kernel matrix
+// cannot be factored or ctx has ended.
+func gpObjective(ctx context.Context, z []float64, m, f int, y, theta []float64) (float64, []float64, bool) {
 	inv2 := make([]float64, f)
 	for d := range f {
 		e := math.Exp(theta[d])
@@ -67,7 +69,7 @@ func gpObjective(z []float64, m, f int, y, theta []float64) (float64, []float64,
 		}
 		k[i*m+i] += sn2 + 1e-9*sf2
 	}
-	if err := cholesky(k, m); err != nil {
+	if err := cholesky(ctx, k, m); err != nil {
 		return 0, nil, false
 	}
 	alpha := cholSolve(k, m, y)
@@ -76,7 +78,10 @@ func gpObjective(z []float64, m, f int, y, theta []float64) (float64, []float64,
 		val += math.Log(k[i*m+i])
 	}
 	val += 0.5 * float64(m) * math.Log(2*math.Pi)
-	inv := invFull(invLowerT(k, m), m)
+	inv := invFull(ctx, invLowerT(ctx, k, m), m)
+	if ctx.Err() != nil {
+		return 0, nil, false
+	}
 	// W = K⁻¹ − ααᵀ; grad_θ = ½ tr(W ∂K/∂θ).
 	grad := make([]float64, f+2)
 	gd := make([]float64, f)
@@ -116,8 +121,9 @@ func clampTheta(theta []float64, f int) {
 
 // fitGP maximises the marginal likelihood from each start and keeps the best.
 // It works on at most maxRows rows of the context (a fixed, spread-out
-// subsample), because each step costs a Cholesky factorisation.
-func fitGP(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
+// subsample), because each step costs a Cholesky factorisation. Once ctx
+// ends the search stops where it is; the caller checks ctx.
+func fitGP(ctx context.Context, z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 	// Screen every start briefly, then continue the best one.
 	var best []float64
 	bestVal := math.Inf(1)
@@ -127,14 +133,14 @@ func fitGP(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 			theta[d] = math.Log(s * math.Sqrt(float64(f)))
 		}
 		theta[f+1] = math.Log(0.1)
-		if v, ok := fitGPTheta(z, n, f, y, c.rows, c.screenIters, theta); ok && v < bestVal {
+		if v, ok := fitGPTheta(ctx, z, n, f, y, c.rows, c.screenIters, theta); ok && v < bestVal {
 			bestVal, best = v, theta
 		}
 	}
 	if best != nil {
-		fitGPTheta(z, n, f, y, c.rows, c.iters, best)
+		fitGPTheta(ctx, z, n, f, y, c.rows, c.iters, best)
 		if c.refineRows > c.rows && n > c.rows {
-			fitGPTheta(z, n, f, y, c.refineRows, c.refineIters, best)
+			fitGPTheta(ctx, z, n, f, y, c.refineRows, c.refineIters, best)
 		}
 	}
 	h := gpHyper{ell: make([]float64, f), sf2: 1, sn2: 0.1}
@@ -177,10 +183,10 @@ func sampleRows(z []float64, n, f int, y []float64, maxRows int) (zs, ys []float
 
 // fitGPTheta runs L-BFGS from theta (updated in place) on a fixed subsample
 // of at most maxRows rows and returns the final objective.
-func fitGPTheta(z []float64, n, f int, y []float64, maxRows, iters int, theta []float64) (float64, bool) {
+func fitGPTheta(ctx context.Context, z []float64, n, f int, y []float64, maxRows, iters int, theta []float64) (float64, bool) {
 	zs, ys, m := sampleRows(z, n, f, y, maxRows)
-	return lbfgs(func(t []float64) (float64, []float64, bool) {
-		return gpObjective(zs, m, f, ys, t)
+	return lbfgs(ctx, func(t []float64) (float64, []float64, bool) {
+		return gpObjective(ctx, zs, m, f, ys, t)
 	}, theta, iters, func(t []float64) { clampTheta(t, f) })
 }
 
@@ -214,8 +220,9 @@ func spreadSampleSeed(n, k int, seed uint64) []int {
 
 // lbfgs minimises fn from x (updated in place) with limited-memory BFGS and a
 // backtracking line search. project keeps iterates feasible. It returns the
-// final value and whether any evaluation succeeded.
-func lbfgs(fn func([]float64) (float64, []float64, bool), x []float64, iters int, project func([]float64)) (float64, bool) {
+// final value and whether any evaluation succeeded. It stops after the
+// iteration in which ctx ends.
+func lbfgs(ctx context.Context, fn func([]float64) (float64, []float64, bool), x []float64, iters int, project func([]float64)) (float64, bool) {
 	const mem = 6
 	n := len(x)
 	project(x)
@@ -226,7 +233,7 @@ func lbfgs(fn func([]float64) (float64, []float64, bool), x []float64, iters int
 	var sHist, yHist [][]float64
 	var rho []float64
 	dir := make([]float64, n)
-	for it := 0; it < iters; it++ {
+	for it := 0; it < iters && ctx.Err() == nil; it++ {
 		// Two-loop recursion.
 		copy(dir, g)
 		al := make([]float64, len(sHist))
@@ -268,7 +275,7 @@ func lbfgs(fn func([]float64) (float64, []float64, bool), x []float64, iters int
 		var xn, gn []float64
 		var fn2 float64
 		found := false
-		for ls := 0; ls < 20; ls++ {
+		for ls := 0; ls < 20 && ctx.Err() == nil; ls++ {
 			xn = make([]float64, n)
 			for i := range x {
 				xn[i] = x[i] + step*dir[i]
@@ -311,7 +318,8 @@ func lbfgs(fn func([]float64) (float64, []float64, bool), x []float64, iters int
 
 // fitGPIso fits a GP with one length scale shared by every feature: three
 // hyperparameters, so it overfits a small context less than the ARD fit.
-func fitGPIso(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
+// Once ctx ends the search stops where it is; the caller checks ctx.
+func fitGPIso(ctx context.Context, z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 	zs, ys, m := sampleRows(z, n, f, y, c.rows)
 	obj := func(t []float64) (float64, []float64, bool) {
 		full := make([]float64, f+2)
@@ -319,7 +327,7 @@ func fitGPIso(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 			full[d] = t[0]
 		}
 		full[f], full[f+1] = t[1], t[2]
-		val, g, ok := gpObjective(zs, m, f, ys, full)
+		val, g, ok := gpObjective(ctx, zs, m, f, ys, full)
 		if !ok {
 			return 0, nil, false
 		}
@@ -338,7 +346,7 @@ func fitGPIso(z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 	bv := math.Inf(1)
 	for _, s := range []float64{1, 0.2} {
 		th := []float64{math.Log(s * math.Sqrt(float64(f))), 0, math.Log(0.1)}
-		if v, ok := lbfgs(obj, th, c.screenIters+c.iters, project); ok && v < bv {
+		if v, ok := lbfgs(ctx, obj, th, c.screenIters+c.iters, project); ok && v < bv {
 			bv, best = v, th
 		}
 	}

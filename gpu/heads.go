@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"math"
 	"sort"
 )
@@ -35,8 +36,9 @@ type solveResult struct {
 // ceil(n/chunk) chunks (one expert each, averaged); a single chunk is the
 // exact GP. For rows marked in score (nil: all) it also returns the
 // leave-one-out prediction: the row's own expert in closed form, plus the
-// other experts' predictions.
-func fitSolve(z []float64, n, f int, inv []float64, sf2, sn2 float64, r []float64, chunk int, score []bool) solveResult {
+// other experts' predictions. It stops with an error wrapping ctx.Err()
+// once ctx ends.
+func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn2 float64, r []float64, chunk int, score []bool) (solveResult, error) {
 	nc := 1
 	if chunk > 0 && n > chunk {
 		nc = (n + chunk - 1) / chunk
@@ -52,7 +54,7 @@ func fitSolve(z []float64, n, f int, inv []float64, sf2, sn2 float64, r []float6
 		k := make([]float64, m*m)
 		jitter := 0.0
 		for {
-			parallelFor(m, 16, func(lo, hi int) {
+			if err := parallelFor(ctx, m, 16, func(lo, hi int) {
 				for a := lo; a < hi; a++ {
 					za := z[rows[a]*f : (rows[a]+1)*f]
 					for b := 0; b <= a; b++ {
@@ -60,9 +62,15 @@ func fitSolve(z []float64, n, f int, inv []float64, sf2, sn2 float64, r []float6
 					}
 					k[a*m+a] += sn2 + jitter
 				}
-			})
-			if cholesky(k, m) == nil {
+			}); err != nil {
+				return solveResult{}, err
+			}
+			err := cholesky(ctx, k, m)
+			if err == nil {
 				break
+			}
+			if ctx.Err() != nil {
+				return solveResult{}, ctx.Err()
 			}
 			// A PD kernel plus noise rarely gets here; add jitter and retry.
 			jitter = max(jitter*10, 1e-9*sf2)
@@ -72,7 +80,7 @@ func fitSolve(z []float64, n, f int, inv []float64, sf2, sn2 float64, r []float6
 			rr[a] = r[i]
 		}
 		al := cholSolve(k, m, rr)
-		parallelFor(m, 8, func(lo, hi int) {
+		if err := parallelFor(ctx, m, 8, func(lo, hi int) {
 			x := make([]float64, m)
 			for a := lo; a < hi; a++ {
 				i := rows[a]
@@ -90,13 +98,15 @@ func fitSolve(z []float64, n, f int, inv []float64, sf2, sn2 float64, r []float6
 				}
 				own[i] = rr[a] - al[a]/d
 			}
-		})
+		}); err != nil {
+			return solveResult{}, err
+		}
 	}
 	if nc == 1 {
 		copy(res.loo, own)
-		return res
+		return res, nil
 	}
-	parallelFor(n, 32, func(lo, hi int) {
+	err := parallelFor(ctx, n, 32, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			if score != nil && !score[i] {
 				continue
@@ -112,7 +122,10 @@ func fitSolve(z []float64, n, f int, inv []float64, sf2, sn2 float64, r []float6
 			res.loo[i] = s
 		}
 	})
-	return res
+	if err != nil {
+		return solveResult{}, err
+	}
+	return res, nil
 }
 
 // initSlack bounds the sorted initialisation: a candidate joins it only if

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"math"
 	"slices"
 )
@@ -39,8 +40,8 @@ const shrinkRows = 4
 
 // calibrate learns the predictive distribution from the readouts' errors on
 // the held-out rows (near: scattered rows; blk: rows held out in blocks, nil
-// when none).
-func (c *contextFit) calibrate(near, blk *heldOut) {
+// when none). It stops with an error wrapping ctx.Err() once ctx ends.
+func (c *contextFit) calibrate(ctx context.Context, near, blk *heldOut) error {
 	nearW := c.readoutWeights()
 	res := near.blend(nearW)
 	cal := &calibration{rows: near.rows, r2: make([]float64, len(res))}
@@ -54,7 +55,10 @@ func (c *contextFit) calibrate(near, blk *heldOut) {
 	}
 	cal.k = min(max(len(res)/20, 8), 64, len(res))
 	c.cal = cal
-	cal.near = c.normalised(near.rows, near.target, res)
+	var err error
+	if cal.near, err = c.normalised(ctx, near.rows, near.target, res); err != nil {
+		return err
+	}
 	if blk != nil {
 		p := blk.blend(nearW)
 		u := make([]float64, len(p))
@@ -69,8 +73,12 @@ func (c *contextFit) calibrate(near, blk *heldOut) {
 				p[a] += u[a] * (pf - p[a])
 			}
 		}
+		e, err := c.normalised(ctx, blk.rows, blk.target, p)
+		if err != nil {
+			return err
+		}
 		nearBlock := 0
-		for a, e := range c.normalised(blk.rows, blk.target, p) {
+		for a, e := range e {
 			if u[a] < 0.5 {
 				// every other one, as in the near readout's selection
 				if nearBlock%2 == 0 {
@@ -87,20 +95,21 @@ func (c *contextFit) calibrate(near, blk *heldOut) {
 	if len(cal.far) < minFarRows {
 		cal.far = nil
 	}
+	return nil
 }
 
 // normalised is each residual target[a] − pred[a] of canonical row rows[a]
 // divided by the local scale there, that row's own residual left out.
-func (c *contextFit) normalised(rows []int, target, pred []float64) []float64 {
+func (c *contextFit) normalised(ctx context.Context, rows []int, target, pred []float64) ([]float64, error) {
 	out := make([]float64, len(rows))
 	f := c.f
-	parallelFor(len(rows), 64, func(lo, hi int) {
+	err := parallelFor(ctx, len(rows), 64, func(lo, hi int) {
 		for a := lo; a < hi; a++ {
 			i := rows[a]
 			out[a] = (target[a] - pred[a]) / c.localScale(c.z[i*f:(i+1)*f], i)
 		}
 	})
-	return out
+	return out, err
 }
 
 // readoutWeights is the near readout as one weight per candidate in

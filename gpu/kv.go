@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"fmt"
 	"math"
 )
@@ -209,24 +210,27 @@ func (s *layerStore) decodeRow(i int, q []int8, codes []uint8, b []uint16, dst [
 // rounded keys and their anchors), so each solve head is an exact GP on the
 // inputs the queries will see and the solve does not amplify rounding. The
 // solve is where context rows attend to context rows; its workspace is
-// reserved on dev, in experts of at most chunk rows.
-func (c *contextFit) buildLayer(l int, dev *Device, chunk int, dtype string) (*layerStore, error) {
+// reserved on dev, in experts of at most chunk rows. It stops with an
+// error wrapping ctx.Err() once ctx ends.
+func (c *contextFit) buildLayer(ctx context.Context, l int, dev Device, chunk int, dtype string) (*layerStore, error) {
 	s := newLayerStore(dtype, c.n, c.g)
 	s.layer = l
 	w := c.g * headWidth
-	parallelFor(c.n, 256, func(lo, hi int) {
+	if err := parallelFor(ctx, c.n, 256, func(lo, hi int) {
 		k := make([]float32, w)
 		for i := lo; i < hi; i++ {
 			c.rowKeys(l, i, k)
 			s.putK(i, k)
 		}
-	})
+	}); err != nil {
+		return nil, err
+	}
 	var vals [headsPerLayer][]float64
 	for h := range c.layers[l] {
 		hd := &c.layers[l][h]
 		vals[h] = c.ys
 		if hd.spec.kind == kindSolve {
-			a, err := c.solveStored(s, h, hd, dev, chunk)
+			a, err := c.solveStored(ctx, s, h, hd, dev, chunk)
 			if err != nil {
 				return nil, err
 			}
@@ -241,18 +245,20 @@ func (c *contextFit) buildLayer(l int, dev *Device, chunk int, dtype string) (*l
 			s.vScale[h] = 1
 		}
 	}
-	parallelFor(c.n, 256, func(lo, hi int) {
+	if err := parallelFor(ctx, c.n, 256, func(lo, hi int) {
 		v := make([]float32, w)
 		for i := lo; i < hi; i++ {
 			c.rowValues(s, vals, i, v)
 			s.putV(i, v)
 		}
-	})
+	}); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // solveStored solves head h's GP on the positions its stored keys encode.
-func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, chunk int) ([]float64, error) {
+func (c *contextFit) solveStored(ctx context.Context, s *layerStore, h int, hd *head, dev Device, chunk int) ([]float64, error) {
 	n, f := c.n, c.f
 	m := n
 	if chunk > 0 && n > chunk {
@@ -261,18 +267,18 @@ func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, ch
 	}
 	// One expert's kernel matrix (factored in place), the positions and a
 	// few vectors.
-	res, err := dev.reserve(int64(m)*int64(m)*8+int64(n)*int64(f+4)*8, fmt.Sprintf("solve workspace for %d rows", m))
+	res, err := dev.Reserve(int64(m)*int64(m)*8+int64(n)*int64(f+4)*8, fmt.Sprintf("solve workspace for %d rows", m))
 	if err != nil {
 		return nil, err
 	}
-	defer res.release()
+	defer res.Release()
 	pos := make([]float64, n*f)
 	w := c.g * headWidth
 	// Squared rounding error of the stored keys, summed per piece of rows
 	// so the total does not depend on scheduling.
 	const piece = 256
 	sq := make([]float64, (n+piece-1)/piece)
-	parallelFor(n, piece, func(lo, hi int) {
+	if err := parallelFor(ctx, n, piece, func(lo, hi int) {
 		k, exact := make([]float32, w), make([]float32, w)
 		for i := lo; i < hi; i++ {
 			s.getK(i, k)
@@ -284,7 +290,9 @@ func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, ch
 				sq[lo/piece] += float64(k[e]-exact[e]) * float64(k[e]-exact[e])
 			}
 		}
-	})
+	}); err != nil {
+		return nil, err
+	}
 	var mse float64
 	for _, v := range sq {
 		mse += v
@@ -300,7 +308,8 @@ func (c *contextFit) solveStored(s *layerStore, h int, hd *head, dev *Device, ch
 	// its variance keeps the solve from fitting the rounding, which int8
 	// keys would otherwise turn into spikes.
 	sn2 := hp.sn2 + hp.sf2*mse
-	return fitSolve(pos, n, f, ones, hp.sf2, sn2, c.ys, chunk, make([]bool, n)).alpha, nil
+	sr, err := fitSolve(ctx, pos, n, f, ones, hp.sf2, sn2, c.ys, chunk, make([]bool, n))
+	return sr.alpha, err
 }
 
 // rowKeys writes row i's float32 key vectors for layer l.

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -13,7 +14,7 @@ type kvCache struct {
 	tier   string // "device" or "host"
 	layers []*layerStore
 	bytes  int64
-	res    *reservation // device memory of a resident cache
+	res    Reservation // device memory of a resident cache (nil otherwise)
 	chunk  int
 }
 
@@ -38,27 +39,27 @@ func (r *Regressor) dtypes() []string {
 // build computes every layer into a cache at dtype, in device memory
 // (tier "device", reserved up front) or in host memory (tier "host", each
 // layer streamed into device memory when used, so one layer must fit).
-func (r *Regressor) build(dtype, tier string, chunk int) (*kvCache, error) {
+func (r *Regressor) build(ctx context.Context, dtype, tier string, chunk int) (*kvCache, error) {
 	c := r.fit
 	kc := &kvCache{dtype: dtype, tier: tier, chunk: chunk, bytes: r.estBytes(dtype)}
 	if tier == "device" {
-		res, err := r.dev.reserve(kc.bytes, "resident "+dtype+" cache")
+		res, err := r.dev.Reserve(kc.bytes, "resident "+dtype+" cache")
 		if err != nil {
 			return nil, err
 		}
 		kc.res = res
 	} else {
 		// Check that streaming a layer back will fit.
-		res, err := r.dev.reserve(kc.bytes/int64(len(c.layers)), "one streamed "+dtype+" layer")
+		res, err := r.dev.Reserve(kc.bytes/int64(len(c.layers)), "one streamed "+dtype+" layer")
 		if err != nil {
 			return nil, err
 		}
-		res.release()
+		res.Release()
 	}
 	for l := range c.layers {
-		s, err := c.buildLayer(l, r.dev, chunk, dtype)
+		s, err := c.buildLayer(ctx, l, r.dev, chunk, dtype)
 		if err != nil {
-			kc.res.release()
+			release(kc.res)
 			return nil, err
 		}
 		kc.layers = append(kc.layers, s)
@@ -71,7 +72,7 @@ func (r *Regressor) build(dtype, tier string, chunk int) (*kvCache, error) {
 // policy's budgets and the precisions it allows); after a real
 // out-of-memory error, the same with the GP solve in row chunks; else no
 // cache (plain_loop).
-func (r *Regressor) resolve() (*kvCache, error) {
+func (r *Regressor) resolve(ctx context.Context) (*kvCache, error) {
 	gpuBudget := r.policy.GPUBudgetBytes(r.dev.Capacity())
 	hostBudget := r.policy.HostBudgetBytes(r.hostBytes)
 	type step struct{ dtype, tier, rung string }
@@ -90,7 +91,7 @@ func (r *Regressor) resolve() (*kvCache, error) {
 	}
 	var oom error
 	for _, s := range steps {
-		kc, err := r.build(s.dtype, s.tier, r.fit.solveChunk)
+		kc, err := r.build(ctx, s.dtype, s.tier, r.fit.solveChunk)
 		if err == nil {
 			kc.rung = s.rung
 			return kc, nil
@@ -106,7 +107,7 @@ func (r *Regressor) resolve() (*kvCache, error) {
 			chunk = *r.policy.ContextRowChunk
 		}
 		for _, s := range steps {
-			kc, err := r.build(s.dtype, s.tier, chunk)
+			kc, err := r.build(ctx, s.dtype, s.tier, chunk)
 			if err == nil {
 				kc.rung = RungContextRowChunk
 				return kc, nil
@@ -122,16 +123,16 @@ func (r *Regressor) resolve() (*kvCache, error) {
 
 // cacheReader reads layers from a built cache.
 func (r *Regressor) cacheReader(kc *kvCache) layerReader {
-	return func(l int) (*layerStore, func(), error) {
+	return func(_ context.Context, l int) (*layerStore, func(), error) {
 		s := kc.layers[l]
 		if kc.tier == "device" {
 			return s, func() {}, nil
 		}
-		res, err := r.dev.reserve(s.bytes(), "streamed layer")
+		res, err := r.dev.Reserve(s.bytes(), "streamed layer")
 		if err != nil {
 			return nil, nil, err
 		}
-		return s.clone(), res.release, nil
+		return s.clone(), res.Release, nil
 	}
 }
 
@@ -139,23 +140,25 @@ func (r *Regressor) cacheReader(kc *kvCache) layerReader {
 // cache, in device memory: the uncached path (no_cache, plain_loop).
 func (r *Regressor) computeReader(chunk int) layerReader {
 	c := r.fit
-	return func(l int) (*layerStore, func(), error) {
-		res, err := r.dev.reserve(int64(c.n)*bytesPerRowLayer(c.g, CacheDTypeBF16), "layer for one pass")
+	return func(ctx context.Context, l int) (*layerStore, func(), error) {
+		res, err := r.dev.Reserve(int64(c.n)*bytesPerRowLayer(c.g, CacheDTypeBF16), "layer for one pass")
 		if err != nil {
 			return nil, nil, err
 		}
-		s, err := c.buildLayer(l, r.dev, chunk, CacheDTypeBF16)
+		s, err := c.buildLayer(ctx, l, r.dev, chunk, CacheDTypeBF16)
 		if err != nil {
-			res.release()
+			res.Release()
 			return nil, nil, err
 		}
-		return s, res.release, nil
+		return s, res.Release, nil
 	}
 }
 
 // Predict returns one prediction per query row. NaN or ±Inf cells are
-// missing and handled as in Fit. Safe for concurrent use after Fit.
-func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
+// missing and handled as in Fit. Safe for concurrent use after Fit. Once
+// ctx ends it stops (within a query tile's work) and returns an error
+// wrapping ctx.Err(); a cache it was building is not kept.
+func (r *Regressor) Predict(ctx context.Context, Xq [][]float64) ([]float64, error) {
 	c := r.fit
 	if c == nil {
 		return nil, ErrNotFitted
@@ -197,7 +200,7 @@ func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
 	if r.policy.Cache && (nq > qc || again) {
 		r.mu.Lock()
 		if r.cache == nil {
-			kc, err := r.resolve()
+			kc, err := r.resolve(ctx)
 			if err != nil {
 				r.mu.Unlock()
 				return nil, fmt.Errorf("predict: build cache: %w", err)
@@ -224,7 +227,7 @@ func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
 		// The batch's score matrix is reserved in device memory, as a
 		// GPU pass holds it (the CPU device computes it a few queries at a
 		// time); halve the batch on out-of-memory when the policy allows.
-		res, err := r.dev.reserve(int64(hi-lo)*int64(c.n)*headsPerLayer*4, "query batch scores")
+		res, err := r.dev.Reserve(int64(hi-lo)*int64(c.n)*headsPerLayer*4, "query batch scores")
 		if err != nil {
 			if errors.Is(err, ErrOutOfMemory) && r.policy.AdaptiveQueryChunk && qc > 1 {
 				qc /= 2
@@ -232,8 +235,8 @@ func (r *Regressor) Predict(Xq [][]float64) ([]float64, error) {
 			}
 			return nil, fmt.Errorf("predict: %w", err)
 		}
-		p, err := c.forward(zq[lo*f:hi*f], hi-lo, read)
-		res.release()
+		p, err := c.forward(ctx, zq[lo*f:hi*f], hi-lo, read)
+		res.Release()
 		if err != nil {
 			return nil, fmt.Errorf("predict: %w", err)
 		}

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -172,7 +173,7 @@ func TestAdaptiveQueryChunk(t *testing.T) {
 		r, _ := NewRegressor("regressd/model-2l", WithQueryBatch(256), WithDevice(NewCPUDevice(50*headsPerLayer<<10)),
 			WithPolicy(policyJSON(t, fmt.Sprintf(`{"adaptive_query_chunk": %v}`, adaptive))))
 		r.fit = base.fit
-		p, err := r.Predict(Xq)
+		p, err := r.Predict(context.Background(), Xq)
 		if !adaptive {
 			if !errors.Is(err, ErrOutOfMemory) {
 				t.Errorf("adaptive off: err = %v, want ErrOutOfMemory", err)
@@ -207,7 +208,7 @@ func TestElementsBudget(t *testing.T) {
 		t.Errorf("dropped %d query_chunk %d, want 41 and 1", rep.DroppedContextRows, rep.QueryChunk)
 	}
 	strict, _ := NewRegressor("regressd/model-2l", WithPolicy(policyJSON(t, `{"elements_budget": 240, "allow_subsample": false}`)))
-	if err := strict.Fit(X, y); !errors.Is(err, ErrContextTooLarge) {
+	if err := strict.Fit(context.Background(), X, y); !errors.Is(err, ErrContextTooLarge) {
 		t.Errorf("allow_subsample=false: err = %v, want ErrContextTooLarge", err)
 	}
 }

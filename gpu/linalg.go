@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"errors"
 	"math"
 )
@@ -13,8 +14,9 @@ var errNotPositiveDefinite = errors.New("matrix is not positive definite")
 // place into its lower factor L (a = L·Lᵀ); the strict upper triangle is left
 // as garbage. It is blocked and right-looking; each block of the trailing
 // update is computed by one goroutine in a fixed order, so the bits do not
-// depend on GOMAXPROCS.
-func cholesky(a []float64, n int) error {
+// depend on GOMAXPROCS. It stops with an error wrapping ctx.Err() once ctx
+// ends.
+func cholesky(ctx context.Context, a []float64, n int) error {
 	const nb = 48
 	for k := 0; k < n; k += nb {
 		kb := min(nb, n-k)
@@ -37,7 +39,7 @@ func cholesky(a []float64, n int) error {
 			break
 		}
 		// Panel: rows below the block solve against the block's factor.
-		parallelFor(rest, 32, func(lo, hi int) {
+		if err := parallelFor(ctx, rest, 32, func(lo, hi int) {
 			for i := k + kb + lo; i < k+kb+hi; i++ {
 				ri := a[i*n:]
 				for j := k; j < k+kb; j++ {
@@ -45,14 +47,16 @@ func cholesky(a []float64, n int) error {
 					ri[j] = (ri[j] - dot(ri[k:j], rj[k:j])) / rj[j]
 				}
 			}
-		})
+		}); err != nil {
+			return err
+		}
 		// Trailing update of the lower triangle, against a contiguous copy of
 		// the panel: row strides of a power-of-two n alias in the cache.
 		panel := make([]float64, rest*kb)
 		for i := range rest {
 			copy(panel[i*kb:(i+1)*kb], a[(k+kb+i)*n+k:(k+kb+i)*n+k+kb])
 		}
-		parallelFor(rest, 16, func(lo, hi int) {
+		if err := parallelFor(ctx, rest, 16, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				ri := a[(k+kb+i)*n+k+kb:]
 				pi := panel[i*kb : (i+1)*kb]
@@ -68,7 +72,9 @@ func cholesky(a []float64, n int) error {
 					ri[j] -= dot(pi, panel[j*kb:(j+1)*kb])
 				}
 			}
-		})
+		}); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -92,10 +98,11 @@ func cholSolve(l []float64, n int, b []float64) []float64 {
 
 // invLowerT returns the columns of L⁻¹ as rows: row j of the result holds
 // column j of L⁻¹ (zero above j). Columns are independent, so they are
-// solved in parallel.
-func invLowerT(l []float64, n int) []float64 {
+// solved in parallel. Once ctx ends the result is incomplete: callers check
+// ctx before using it.
+func invLowerT(ctx context.Context, l []float64, n int) []float64 {
 	xt := make([]float64, n*n)
-	parallelFor(n, 8, func(lo, hi int) {
+	parallelFor(ctx, n, 8, func(lo, hi int) {
 		for j := lo; j < hi; j++ {
 			x := xt[j*n:]
 			x[j] = 1 / l[j*n+j]
@@ -139,9 +146,10 @@ func invDiag(xt []float64, n int) []float64 {
 }
 
 // invFull returns (L·Lᵀ)⁻¹ = L⁻ᵀL⁻¹ as a dense symmetric row-major matrix.
-func invFull(xt []float64, n int) []float64 {
+// Once ctx ends the result is incomplete: callers check ctx before using it.
+func invFull(ctx context.Context, xt []float64, n int) []float64 {
 	inv := make([]float64, n*n)
-	parallelFor(n, 8, func(lo, hi int) {
+	parallelFor(ctx, n, 8, func(lo, hi int) {
 		for a := lo; a < hi; a++ {
 			// Column a of L⁻¹ is zero above a, so the sums start at a.
 			ra := xt[a*n+a : a*n+n]

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -9,10 +10,13 @@ import (
 // parallelFor runs fn over [0, n) split into fixed pieces of grain items.
 // The split depends only on n and grain, never on GOMAXPROCS, and every
 // piece writes only its own outputs, so results are bit-identical however
-// many goroutines run them.
-func parallelFor(n, grain int, fn func(lo, hi int)) {
+// many goroutines run them. Once ctx ends no further piece starts, and
+// parallelFor returns an error wrapping ctx.Err(): the outputs of the
+// pieces not run are left as they were, so a caller that gets an error
+// must not use them.
+func parallelFor(ctx context.Context, n, grain int, fn func(lo, hi int)) error {
 	if n <= 0 {
-		return
+		return ctx.Err()
 	}
 	if grain < 1 {
 		grain = 1
@@ -21,9 +25,12 @@ func parallelFor(n, grain int, fn func(lo, hi int)) {
 	workers := min(runtime.GOMAXPROCS(0), pieces)
 	if workers <= 1 {
 		for lo := 0; lo < n; lo += grain {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			fn(lo, min(lo+grain, n))
 		}
-		return
+		return nil
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -33,7 +40,7 @@ func parallelFor(n, grain int, fn func(lo, hi int)) {
 			defer wg.Done()
 			for {
 				p := int(next.Add(1)) - 1
-				if p >= pieces {
+				if p >= pieces || ctx.Err() != nil {
 					return
 				}
 				lo := p * grain
@@ -42,6 +49,7 @@ func parallelFor(n, grain int, fn func(lo, hi int)) {
 		}()
 	}
 	wg.Wait()
+	return ctx.Err()
 }
 
 // dot is the inner product of two equal-length slices, summed in a fixed

@@ -1,5 +1,7 @@
 package gpu
 
+import "context"
+
 // predict64 evaluates the fitted model in float64 without any cache; tests
 // use it as the reference the quantised paths are compared with.
 func (c *contextFit) predict64(Xq [][]float64) []float64 {
@@ -14,7 +16,7 @@ func (c *contextFit) predict64(Xq [][]float64) []float64 {
 	n, f := c.n, c.f
 	dA, d2 := newRowDists(n), make([]float64, n)
 	var buf []float64
-	edges := c.queryEdges(zq, len(Xq))
+	edges, _ := c.queryEdges(context.Background(), zq, len(Xq))
 	for q := range Xq {
 		x := zq[q*f : (q+1)*f]
 		t := c.tr.eval(x, buf)

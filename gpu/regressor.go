@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -39,7 +40,7 @@ func WithPolicy(p Policy) Option {
 
 // WithDevice sets the device whose memory is the "GPU memory" of the
 // policy. Default: a CPU device of DefaultDeviceMemoryBytes.
-func WithDevice(d *Device) Option {
+func WithDevice(d Device) Option {
 	return func(r *Regressor) error {
 		if d == nil {
 			return errors.New("with device: nil device")
@@ -81,7 +82,7 @@ type Regressor struct {
 	cfg        modelConfig
 	policy     Policy
 	policySet  bool
-	dev        *Device
+	dev        Device
 	hostBytes  int64
 	queryBatch int
 
@@ -141,8 +142,11 @@ func (r *Regressor) resolvedPolicy() Policy {
 }
 
 // Fit learns from the context X (rows × features; NaN or ±Inf cells are
-// missing) and targets y. See prep for how missing cells are handled.
-func (r *Regressor) Fit(X [][]float64, y []float64) error {
+// missing) and targets y. See prep for how missing cells are handled. Once
+// ctx ends it stops (within an optimiser iteration, a head or a block of
+// rows) and returns an error wrapping ctx.Err(), leaving the regressor
+// unfitted.
+func (r *Regressor) Fit(ctx context.Context, X [][]float64, y []float64) error {
 	r.mu.Lock()
 	r.freeCacheLocked()
 	r.calls = 0
@@ -172,7 +176,7 @@ func (r *Regressor) Fit(X [][]float64, y []float64) error {
 	// context_row_chunk is not applied here: like the vendor's, it sizes the
 	// row chunks of the context_row_chunk rung, reached after an
 	// out-of-memory error (see resolve).
-	c, err := fitContext(r.cfg, X, y, fitOptions{})
+	c, err := fitContext(ctx, r.cfg, X, y, fitOptions{})
 	if err != nil {
 		return fmt.Errorf("fit: %w", err)
 	}
@@ -197,7 +201,7 @@ func (r *Regressor) Close() error {
 
 func (r *Regressor) freeCacheLocked() {
 	if r.cache != nil {
-		r.cache.res.release()
+		release(r.cache.res)
 		r.cache = nil
 	}
 }

@@ -1,6 +1,8 @@
 package gpu
 
 import (
+	"context"
+	"errors"
 	"math"
 	"slices"
 )
@@ -107,11 +109,20 @@ func headOutput64(h *head, rd *rowDists, d2 []float64) float64 {
 // near the rest of the context (farness below ½; every other one, so that
 // scattered rows still lead) in the near readout, the others choose the
 // far readout (edge.go). The readouts' residuals on all of these rows
-// calibrate the predictive distribution (interval.go).
-func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) {
-	near, init := c.nearCandidates(cfg, ys, ard, iso, solveChunk, score)
-	c.edge = c.newEdgeModel(ard)
-	blk := c.blockCandidates(cfg, ys, ard, iso, solveChunk)
+// calibrate the predictive distribution (interval.go). It stops with an
+// error wrapping ctx.Err() once ctx ends.
+func (c *contextFit) stack(ctx context.Context, cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) error {
+	near, init, err := c.nearCandidates(ctx, cfg, ys, ard, iso, solveChunk, score)
+	if err != nil {
+		return err
+	}
+	if c.edge, err = c.newEdgeModel(ctx, ard); err != nil {
+		return err
+	}
+	blk, err := c.blockCandidates(ctx, cfg, ys, ard, iso, solveChunk)
+	if err != nil {
+		return err
+	}
 	sel := near
 	var blkNear, blkFar []int
 	if blk != nil {
@@ -142,14 +153,14 @@ func (c *contextFit) stack(cfg modelConfig, ys []float64, ard, iso gpHyper, solv
 	if blk != nil {
 		c.edge.fitFar(cfg, blk, blkFar, init)
 	}
-	c.calibrate(near, blk)
+	return c.calibrate(ctx, near, blk)
 }
 
 // nearCandidates is every candidate's out-of-sample prediction of scattered
 // context rows: leave-one-out on the scored rows, or k-fold with refit
 // hyperparameters on a small context (with the larger sorted
 // initialisation it returns). It also fits the trend.
-func (c *contextFit) nearCandidates(cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) (*heldOut, int) {
+func (c *contextFit) nearCandidates(ctx context.Context, cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) (*heldOut, int, error) {
 	n, f := c.n, c.f
 	tr, tLoo, _ := fitTrend(c.z, n, f, ys)
 	c.tr = tr
@@ -157,12 +168,15 @@ func (c *contextFit) nearCandidates(cfg modelConfig, ys []float64, ard, iso gpHy
 	// heads blended before greedy steps. Small contexts blend more, since
 	// their out-of-fold scores are noisy and a broad average is safer.
 	if n <= cfg.foldRows && n >= 10 {
-		cands, target := c.foldCandidates(cfg, ys, solveChunk)
+		cands, target, err := c.foldCandidates(ctx, cfg, ys, solveChunk)
+		if err != nil {
+			return nil, 0, err
+		}
 		rows := make([]int, n)
 		for i := range rows {
 			rows[i] = i
 		}
-		return &heldOut{cands: cands, target: target, rows: rows}, 24
+		return &heldOut{cands: cands, target: target, rows: rows}, 24, nil
 	}
 	var rows []int
 	for i, s := range score {
@@ -177,7 +191,10 @@ func (c *contextFit) nearCandidates(cfg modelConfig, ys []float64, ard, iso gpHy
 		tc[a] = tLoo[i]
 	}
 	cands := [][]float64{tc}
-	hc := c.looCandidates(rows, ard, iso)
+	hc, err := c.looCandidates(ctx, rows, ard, iso)
+	if err != nil {
+		return nil, 0, err
+	}
 	// Heads in the fitted ARD metric carry the optimism of
 	// hyperparameters tuned on these rows: inflate their residuals by
 	// the AIC-like factor 1 + 2p/n (p = f+2 hyperparameters).
@@ -193,7 +210,7 @@ func (c *contextFit) nearCandidates(cfg modelConfig, ys []float64, ard, iso gpHy
 			k++
 		}
 	}
-	return &heldOut{cands: append(cands, hc...), target: target, rows: rows}, 5
+	return &heldOut{cands: append(cands, hc...), target: target, rows: rows}, 5, nil
 }
 
 // stackPairs bounds scored rows × context rows in the readout's scoring.
@@ -234,7 +251,7 @@ func (c *contextFit) scoreMask(cfg modelConfig) []bool {
 }
 
 // looCandidates is each head's leave-one-out prediction on the scored rows.
-func (c *contextFit) looCandidates(rows []int, ard, iso gpHyper) [][]float64 {
+func (c *contextFit) looCandidates(ctx context.Context, rows []int, ard, iso gpHyper) ([][]float64, error) {
 	n, f := c.n, c.f
 	nh := len(c.layers) * headsPerLayer
 	out := make([][]float64, nh)
@@ -255,7 +272,7 @@ func (c *contextFit) looCandidates(rows []int, ard, iso gpHyper) [][]float64 {
 		}
 	}
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
-	parallelFor(len(rows), 8, func(lo, hi int) {
+	err := parallelFor(ctx, len(rows), 8, func(lo, hi int) {
 		dA, dI := newRowDists(n), newRowDists(n)
 		d2 := make([]float64, n)
 		for a := lo; a < hi; a++ {
@@ -283,12 +300,12 @@ func (c *contextFit) looCandidates(rows []int, ard, iso gpHyper) [][]float64 {
 			}
 		}
 	})
-	return out
+	return out, err
 }
 
 // foldCandidates is the trend's and each head's prediction of every row from
 // a model fitted, hyperparameters included, on the other folds.
-func (c *contextFit) foldCandidates(cfg modelConfig, ys []float64, solveChunk int) ([][]float64, []float64) {
+func (c *contextFit) foldCandidates(ctx context.Context, cfg modelConfig, ys []float64, solveChunk int) ([][]float64, []float64, error) {
 	folds := max(cfg.folds, 2)
 	nh := len(c.layers) * headsPerLayer
 	out := make([][]float64, nh+1)
@@ -297,17 +314,23 @@ func (c *contextFit) foldCandidates(cfg modelConfig, ys []float64, solveChunk in
 	}
 	// Folds are independent and each writes only its own rows of out, so
 	// they run in parallel without changing a bit.
-	parallelFor(folds, 1, func(lo, hi int) {
+	errs := make([]error, folds)
+	if err := parallelFor(ctx, folds, 1, func(lo, hi int) {
 		for fo := lo; fo < hi; fo++ {
-			c.foldPredict(cfg, ys, solveChunk, folds, fo, out)
+			errs[fo] = c.foldPredict(ctx, cfg, ys, solveChunk, folds, fo, out)
 		}
-	})
-	return out, ys
+	}); err != nil {
+		return nil, nil, err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	return out, ys, nil
 }
 
 // foldPredict fills out's rows of fold fo (rows i ≡ fo mod folds) from a
 // model fitted, hyperparameters included, on the other folds.
-func (c *contextFit) foldPredict(cfg modelConfig, ys []float64, solveChunk, folds, fo int, out [][]float64) {
+func (c *contextFit) foldPredict(ctx context.Context, cfg modelConfig, ys []float64, solveChunk, folds, fo int, out [][]float64) error {
 	var tr, te []int
 	for i := range c.n {
 		if i%folds == fo {
@@ -318,12 +341,12 @@ func (c *contextFit) foldPredict(cfg modelConfig, ys []float64, solveChunk, fold
 	}
 	zt, yt := c.rowsOf(tr, ys)
 	m := len(tr)
-	ard := fitGP(zt, m, c.f, yt, cfg.gp)
+	ard := fitGP(ctx, zt, m, c.f, yt, cfg.gp)
 	iso := ard
 	if cfg.isoGP {
-		iso = fitGPIso(zt, m, c.f, yt, cfg.gp)
+		iso = fitGPIso(ctx, zt, m, c.f, yt, cfg.gp)
 	}
-	c.heldOutPredict(cfg, zt, yt, te, ard, iso, solveChunk, nil, func(k, a int, v float64) { out[k][te[a]] = v })
+	return c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, nil, func(k, a int, v float64) { out[k][te[a]] = v })
 }
 
 // rowsOf copies the canonical rows idx of z and of y.
@@ -342,16 +365,22 @@ func (c *contextFit) rowsOf(idx []int, y []float64) ([]float64, []float64) {
 // the hyperparameters ard and iso, and calls put(k, a, v) with candidate
 // k's prediction v of the held-out canonical row te[a] (k = 0 the trend,
 // 1 + l·H + h head h of layer l).
-func (c *contextFit) heldOutPredict(cfg modelConfig, zt, yt []float64, te []int, ard, iso gpHyper, solveChunk int, near []float64, put func(k, a int, v float64)) {
+func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt []float64, te []int, ard, iso gpHyper, solveChunk int, near []float64, put func(k, a int, v float64)) error {
 	f := c.f
 	m := len(yt)
-	layers := buildHeads(cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
+	layers, err := buildHeads(ctx, cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
+	if err != nil {
+		return err
+	}
 	trd, _, _ := fitTrend(zt, m, f, yt)
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
 	dA, dI := newRowDists(m), newRowDists(m)
 	d2 := make([]float64, m)
 	var buf []float64
 	for a, i := range te {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		zi := c.z[i*f : (i+1)*f]
 		put(0, a, trd.eval(zi, buf))
 		dA.reset(-1)
@@ -375,4 +404,5 @@ func (c *contextFit) heldOutPredict(cfg modelConfig, zt, yt []float64, te []int,
 			}
 		}
 	}
+	return nil
 }

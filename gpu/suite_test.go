@@ -44,10 +44,10 @@ func TestSuite(t *testing.T) {
 				return nil, err
 			}
 			defer r.Close()
-			if err := r.Fit(X, y); err != nil {
+			if err := r.Fit(context.Background(), X, y); err != nil {
 				return nil, err
 			}
-			out, err := r.Predict(Xq)
+			out, err := r.Predict(context.Background(), Xq)
 			if want := map[string]string{"": RungResidentBF16, `"max_context"`: RungResidentInt8}[policy]; err == nil && r.MemoryReport().Rung != want {
 				return nil, fmt.Errorf("rung %s, want %s", r.MemoryReport().Rung, want)
 			}

@@ -10,10 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/regressd/regressd/bus"
@@ -120,9 +118,9 @@ func (p *Producer) storedPlan(ctx context.Context, taskID string) (meta schemas.
 
 // storeContext stores a task's context (body, an encoded record) with its
 // plan: the meta (hdr, its JSON) and its batches' timestamps (encodePlan).
-func (p *Producer) storeContext(ctx context.Context, taskID string, body, hdr, plan []byte) (*jetstream.ObjectInfo, error) {
+func (p *Producer) storeContext(ctx context.Context, taskID string, body []byte, hdr string, plan []byte) (*jetstream.ObjectInfo, error) {
 	meta := jetstream.ObjectMeta{Name: schemas.ContextObject(taskID), Metadata: map[string]string{
-		planMetaKey: string(hdr), planBatchesKey: base64.StdEncoding.EncodeToString(plan)}}
+		planMetaKey: hdr, planBatchesKey: base64.StdEncoding.EncodeToString(plan)}}
 	if len(body) < defaultChunk {
 		// Put allocates a whole chunk to read into: a smaller context needs
 		// no more than itself.
@@ -138,7 +136,7 @@ func (p *Producer) storeContext(ctx context.Context, taskID string, body, hdr, p
 // publishBatches encodes and publishes a task's batches in order, then
 // waits for every acknowledgement; hdr is the meta's JSON, every batch's
 // task header.
-func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hdr []byte, w window, batches [][]int) error {
+func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hdr string, w window, batches [][]int) error {
 	acks := make([]jetstream.PubAckFuture, 0, len(batches))
 	for b, rows := range batches {
 		rec := w.queryRecord(meta.Features, rows)
@@ -147,11 +145,8 @@ func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hd
 		if err != nil {
 			return err
 		}
-		m := &nats.Msg{Subject: schemas.SubjectBatches + schemas.SubjectToken(meta.Trigger), Data: body, Header: nats.Header{}}
-		m.Header.Set(schemas.HeaderSchema, schemas.Version)
-		m.Header.Set(schemas.HeaderTask, string(hdr))
-		m.Header.Set(schemas.HeaderBatch, strconv.Itoa(b))
-		ack, err := p.js.PublishMsgAsync(m, jetstream.WithMsgID(meta.TaskID+":"+strconv.Itoa(b)))
+		m := schemas.NewBatchMsg(meta.Trigger, hdr, b, body)
+		ack, err := p.js.PublishMsgAsync(m, jetstream.WithMsgID(schemas.BatchMsgID(meta.TaskID, b)))
 		if err != nil {
 			return fmt.Errorf("publish batch %d: %w", b, err)
 		}
@@ -211,7 +206,7 @@ func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Lo
 			}
 		}
 	}
-	hdr, err := json.Marshal(meta)
+	hdr, err := schemas.EncodeTaskMeta(meta)
 	if err != nil {
 		return true, err
 	}
@@ -222,13 +217,13 @@ func (p *Producer) resumePlan(ctx context.Context, job schemas.Job, log *slog.Lo
 // onDeadLetter settles the task of a job that was dead-lettered, so that
 // whoever waits for it learns it failed.
 func (p *Producer) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
-	var job schemas.Job
-	if err := json.Unmarshal(dl.Data, &job); err != nil || job.TaskID == "" {
+	job, err := schemas.DecodeJob(dl.Data)
+	if job.TaskID == "" || err != nil && !errors.Is(err, schemas.ErrOtherVersion) {
 		return nil // not a job of ours: there is no task to settle
 	}
 	meta := schemas.TaskMeta{TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement,
 		Target: job.Args.Field, Model: job.Args.Model, Features: job.Args.FeatureFields, Start: job.Start,
 		End: job.End, DryRun: job.DryRun, Origin: job.Origin}
-	return p.publishVerdict(ctx, meta, &verdict{schemas.TaskFailed, http.StatusInternalServerError,
+	return p.publishVerdict(ctx, meta, &verdict{schemas.StatusFailed, http.StatusInternalServerError,
 		"the job was dead-lettered (see 'regressd dlq list'): " + dl.Reason}, "verdict:dead-letter")
 }

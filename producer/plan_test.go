@@ -157,7 +157,7 @@ func TestRedeliveredJobPublishesItsFirstPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if raw.Header.Get(schemas.HeaderBatch) != "-1" || raw.Header.Get(schemas.HeaderStatus) != schemas.TaskFailed {
+	if raw.Header.Get(schemas.HeaderBatch) != "-1" || schemas.Status(raw.Header.Get(schemas.HeaderStatus)) != schemas.StatusFailed {
 		t.Fatalf("result batch %q status %q, want the verdict (-1, failed)", raw.Header.Get(schemas.HeaderBatch), raw.Header.Get(schemas.HeaderStatus))
 	}
 }

@@ -2,15 +2,12 @@ package producer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/regressd/regressd/bus"
@@ -66,12 +63,9 @@ func (p *Producer) Run(ctx context.Context) error {
 }
 
 func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
-	var job schemas.Job
-	if err := json.Unmarshal(msg.Data(), &job); err != nil {
-		return bus.Permanent(fmt.Errorf("undecodable job: %w", err))
-	}
-	if job.Schema != schemas.Version || job.TaskID == "" {
-		return bus.Permanent(fmt.Errorf("job schema %q with task id %q is not one this producer reads", job.Schema, job.TaskID))
+	job, err := schemas.DecodeJob(msg.Data())
+	if err != nil {
+		return bus.Permanent(err)
 	}
 	if _, busy := p.planning.LoadOrStore(job.TaskID, struct{}{}); busy {
 		return fmt.Errorf("task %s is still being planned by an earlier delivery", job.TaskID)
@@ -86,7 +80,7 @@ func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
 
 // verdict is a task that ends in the producer.
 type verdict struct {
-	status string
+	status schemas.Status
 	code   int
 	msg    string
 }
@@ -121,19 +115,19 @@ func (p *Producer) readWindow(ctx context.Context, job schemas.Job, meta *schema
 	a := job.Args
 	table, err := p.db.Describe(ctx, a.Measurement)
 	if errors.Is(err, tsdb.ErrNoTable) {
-		return w, false, nil, &verdict{schemas.TaskFailed, http.StatusNotFound, fmt.Sprintf("measurement %q does not exist: create the table or fix the trigger's measurement argument", a.Measurement)}
+		return w, false, nil, &verdict{schemas.StatusFailed, http.StatusNotFound, fmt.Sprintf("measurement %q does not exist: create the table or fix the trigger's measurement argument", a.Measurement)}
 	}
 	if err != nil {
 		return w, false, nil, err
 	}
 	if err := CheckSchema(table, a); err != nil {
-		return w, false, nil, &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
+		return w, false, nil, &verdict{schemas.StatusFailed, http.StatusBadRequest, err.Error()}
 	}
 	meta.TagColumns = table.Tags()
 	// Refuse before the model is paid if the output table cannot be written.
 	out := tsdb.Series{Measurement: a.Measurement, Target: a.Field, Model: a.Model, TagColumns: meta.TagColumns}
 	if err := tsdb.CheckRegressed(ctx, p.db.Pool(), out); errors.Is(err, tsdb.ErrIncompatible) {
-		return w, false, nil, &verdict{schemas.TaskFailed, http.StatusConflict, err.Error()}
+		return w, false, nil, &verdict{schemas.StatusFailed, http.StatusConflict, err.Error()}
 	} else if err != nil {
 		return w, false, nil, err
 	}
@@ -159,7 +153,7 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	}
 	series, err := w.series(meta.TagColumns)
 	if err != nil {
-		return &verdict{schemas.TaskFailed, http.StatusBadRequest, err.Error()}
+		return &verdict{schemas.StatusFailed, http.StatusBadRequest, err.Error()}
 	}
 	meta.Series = series
 	examples, queries := w.split()
@@ -186,13 +180,13 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	meta.ContextRows, meta.QueryRows = len(examples), len(queries)
 	switch {
 	case len(examples) < a.MinHistory:
-		return &verdict{schemas.TaskSkipped, http.StatusOK, fmt.Sprintf("%d rows with a target value in the window, fewer than min_history=%d: the model was not called", len(examples), a.MinHistory)}
+		return &verdict{schemas.StatusSkipped, http.StatusOK, fmt.Sprintf("%d rows with a target value in the window, fewer than min_history=%d: the model was not called", len(examples), a.MinHistory)}
 	case len(queries) == 0:
 		why := "no rows to predict in the window (no row has an empty target with every feature present)"
 		if meta.SkippedExists > 0 {
 			why = fmt.Sprintf("no rows to predict: all %d rows with an empty target already have a prediction (skip_existing=true)", meta.SkippedExists)
 		}
-		return &verdict{schemas.TaskSkipped, http.StatusOK, why}
+		return &verdict{schemas.StatusSkipped, http.StatusOK, why}
 	}
 	ctxRec := w.contextRecord(a.FeatureFields, examples)
 	body, err := schemas.EncodeRecord(ctxRec)
@@ -207,7 +201,7 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	meta.Batches = len(batches)
 	log.Info("task planned", "context_rows", meta.ContextRows, "query_rows", meta.QueryRows, "batches", meta.Batches,
 		"skipped_existing", meta.SkippedExists, "read_rows", meta.ReadRows)
-	hdr, err := json.Marshal(*meta)
+	hdr, err := schemas.EncodeTaskMeta(*meta)
 	if err != nil {
 		return err
 	}
@@ -216,7 +210,7 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 		return err
 	}
 	meta.ContextNUID, meta.ContextChunks = info.NUID, int(info.Chunks)
-	if hdr, err = json.Marshal(*meta); err != nil {
+	if hdr, err = schemas.EncodeTaskMeta(*meta); err != nil {
 		return err
 	}
 	return p.publishBatches(ctx, *meta, hdr, w, batches)
@@ -235,18 +229,10 @@ func cut(rows []int, size int) [][]int {
 // batches.
 // idSuffix names the verdict's message id (task id + ":" + idSuffix).
 func (p *Producer) publishVerdict(ctx context.Context, meta schemas.TaskMeta, v *verdict, idSuffix string) error {
-	meta.Batches = 0
-	hdr, err := json.Marshal(meta)
+	m, err := schemas.NewResultMsg(schemas.Result{Meta: meta, Batch: schemas.VerdictBatch, Status: v.status, Message: v.msg, Code: v.code})
 	if err != nil {
 		return err
 	}
-	m := &nats.Msg{Subject: schemas.SubjectResults + schemas.SubjectToken(meta.Trigger), Header: nats.Header{}}
-	m.Header.Set(schemas.HeaderSchema, schemas.Version)
-	m.Header.Set(schemas.HeaderTask, string(hdr))
-	m.Header.Set(schemas.HeaderBatch, "-1")
-	m.Header.Set(schemas.HeaderStatus, v.status)
-	m.Header.Set(schemas.HeaderMessage, v.msg)
-	m.Header.Set(schemas.HeaderCode, strconv.Itoa(v.code))
 	_, err = p.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+idSuffix))
 	return err
 }

@@ -24,7 +24,7 @@ func newTestScheduler(t *testing.T) (*Scheduler, *http.ServeMux, *bustest.Server
 }
 
 // newWaitingScheduler is newTestScheduler with engine calls waiting up to
-// wait, and living until ctx ends.
+// wait.
 func newWaitingScheduler(t *testing.T, ctx context.Context, wait time.Duration) (*Scheduler, *http.ServeMux, *bustest.Server) {
 	t.Helper()
 	srv := bustest.New(t)
@@ -73,7 +73,7 @@ func TestAcceptedTaskIsKnownAtOnce(t *testing.T) {
 		t.Fatalf("202 names no poll URL: %v", out)
 	}
 	code, out = do(t, mux, http.MethodGet, poll, "")
-	if code != http.StatusOK || out["status"] != schemas.StatusRunning || out["task_id"] == nil {
+	if code != http.StatusOK || out["status"] != string(schemas.StatusRunning) || out["task_id"] == nil {
 		t.Fatalf("GET %s: HTTP %d %v, want 200 running", poll, code, out)
 	}
 	if code, out := do(t, mux, http.MethodGet, "/api/v3/engine/plant/tasks/t_never", ""); code != http.StatusNotFound {
@@ -136,6 +136,7 @@ func TestWaitingCallAnswersOnShutdown(t *testing.T) {
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
 	s, mux, _ := newWaitingScheduler(t, ctx, time.Hour)
+	bustest.Run(t, ctx, s.Run) // Run owns the scheduler's life
 	args, _ := SplitArgs("measurement=m,field=y,feature_fields=a,model=v/m")
 	if err := s.Store().Create(context.Background(), Trigger{Name: "plant", Spec: "request:plant", Args: args}); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"bytes"
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/regressd/regressd/gateway"
 	"github.com/regressd/regressd/schemas"
 )
 
@@ -121,13 +121,12 @@ func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 		writeFailed(w, http.StatusServiceUnavailable, taskID, "could not queue the run; see the server log")
 		return
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTimeout)
+	wctx, cancel := s.waitContext(ctx, s.cfg.WaitTimeout)
 	defer cancel()
-	defer context.AfterFunc(s.life, cancel)() // shutting down: answer now
 	sum, err := s.pub.Wait(wctx, taskID)
 	if err != nil {
 		msg := "still running; poll GET /api/v3/engine/" + r.PathValue("trigger") + "/tasks/" + taskID
-		if s.life.Err() != nil {
+		if s.stopping.Load() {
 			msg = "this server is shutting down; the run goes on in the pipeline: " + msg
 		}
 		writeJSON(w, http.StatusAccepted, map[string]any{"status": schemas.StatusRunning, "task_id": taskID,
@@ -248,7 +247,7 @@ func ParseEngineBody(body []byte, triggerArgs map[string]string) (EngineRequest,
 				errs = append(errs, fmt.Errorf("%s must be an ISO 8601 string", k))
 				continue
 			}
-			t, err := parseTime(s)
+			t, err := ParseTime(s)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %v", k, err))
 				continue
@@ -334,15 +333,6 @@ func bodyString(k string, v json.RawMessage) (string, error) {
 	return "", fmt.Errorf("%s must be a string", k)
 }
 
-func parseTime(s string) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q is not an ISO 8601 timestamp (e.g. 2026-01-02T15:04:05Z)", s)
-}
-
 func writeFailed(w http.ResponseWriter, status int, taskID, msg string) {
 	body := map[string]any{"status": schemas.StatusFailed, "message": msg}
 	if taskID != "" {
@@ -351,13 +341,7 @@ func writeFailed(w http.ResponseWriter, status int, taskID, msg string) {
 	writeJSON(w, status, body)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { gateway.WriteJSON(w, status, v, "  ") }
 
 // logger for a task: every line carries the task id.
 func (s *Scheduler) taskLog(taskID string) *slog.Logger { return s.log.With("task_id", taskID) }

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/schemas"
 )
 
@@ -39,12 +39,11 @@ type Publisher struct {
 	// dupWindow is the jobs stream's duplicate window.
 	dupWindow time.Duration
 
-	// One watcher of the whole task bucket serves every Wait: a watcher per
-	// call would be a consumer created and deleted on the server per call.
-	watchCtx context.Context
-	mu       sync.Mutex
-	watching bool
-	waiters  map[string]map[chan schemas.TaskSummary]struct{}
+	// One watcher of the whole task bucket (Watch) serves every Wait: a
+	// watcher per call would be a consumer created and deleted on the
+	// server per call.
+	mu      sync.Mutex
+	waiters map[string]map[chan schemas.TaskSummary]struct{}
 
 	// accepted remembers the last maxAccepted tasks this publisher queued,
 	// as running, until the writer has a record of them: a task is known
@@ -57,8 +56,9 @@ type Publisher struct {
 // maxAccepted bounds Publisher.accepted (about 200 bytes a task).
 const maxAccepted = 10_000
 
-// NewPublisher binds the jobs stream and the task bucket. ctx bounds the
-// life of the shared task watcher; lookup may be nil.
+// NewPublisher binds the jobs stream and the task bucket; lookup may be
+// nil. Wait learns of a task's end at once while Watch runs, and within a
+// few seconds otherwise.
 func NewPublisher(ctx context.Context, js jetstream.JetStream, lookup TaskLookup, log *slog.Logger) (*Publisher, error) {
 	kv, err := js.KeyValue(ctx, schemas.BucketTasks)
 	if err != nil {
@@ -71,7 +71,7 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream, lookup TaskLookup
 	if err != nil {
 		return nil, fmt.Errorf("open jobs stream: %w", err)
 	}
-	return &Publisher{js: js, tasks: kv, lookup: lookup, log: log, watchCtx: ctx, dupWindow: jobs.CachedInfo().Config.Duplicates,
+	return &Publisher{js: js, tasks: kv, lookup: lookup, log: log, dupWindow: jobs.CachedInfo().Config.Duplicates,
 		waiters: map[string]map[chan schemas.TaskSummary]struct{}{}, accepted: map[string]schemas.TaskSummary{}}, nil
 }
 
@@ -101,15 +101,11 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 		}
 		msgID = schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID+"|after:"+sum.TaskID, job.DryRun)
 	}
-	job.Schema = schemas.Version
 	job.TaskID = schemas.TaskID(msgID)
-	body, err := json.Marshal(job)
+	msg, err := schemas.NewJobMsg(job)
 	if err != nil {
 		return "", false, err
 	}
-	msg := &nats.Msg{Subject: schemas.SubjectJobs + schemas.SubjectToken(job.Trigger), Data: body, Header: nats.Header{}}
-	msg.Header.Set(schemas.HeaderSchema, schemas.Version)
-	msg.Header.Set(schemas.HeaderTask, job.TaskID)
 	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 	if err != nil {
 		return "", false, fmt.Errorf("publish job: %w", err)
@@ -223,8 +219,7 @@ func (p *Publisher) Wait(ctx context.Context, taskID string) (schemas.TaskSummar
 	}
 }
 
-// subscribe registers a waiter for a task's summaries, starting the shared
-// watcher if it is not running.
+// subscribe registers a waiter for a task's summaries.
 func (p *Publisher) subscribe(taskID string) chan schemas.TaskSummary {
 	ch := make(chan schemas.TaskSummary, 1)
 	p.mu.Lock()
@@ -233,10 +228,6 @@ func (p *Publisher) subscribe(taskID string) chan schemas.TaskSummary {
 		p.waiters[taskID] = map[chan schemas.TaskSummary]struct{}{}
 	}
 	p.waiters[taskID][ch] = struct{}{}
-	if !p.watching && p.watchCtx.Err() == nil {
-		p.watching = true
-		go p.watch()
-	}
 	return ch
 }
 
@@ -249,24 +240,16 @@ func (p *Publisher) unsubscribe(taskID string, ch chan schemas.TaskSummary) {
 	}
 }
 
-// watch follows every update of the task bucket and hands each summary to
-// the waiters of its task, newest first: a waiter that has not taken the
-// previous one gets this one instead. It restarts after a failure until the
-// publisher's context ends.
-func (p *Publisher) watch() {
-	defer func() {
-		p.mu.Lock()
-		p.watching = false
-		p.mu.Unlock()
-	}()
-	for p.watchCtx.Err() == nil {
-		w, err := p.tasks.WatchAll(p.watchCtx, jetstream.UpdatesOnly())
+// Watch follows every update of the task bucket until ctx ends and hands
+// each summary to the waiters of its task, newest first: a waiter that has
+// not taken the previous one gets this one instead. It restarts after a
+// failure. The publisher's owner runs it.
+func (p *Publisher) Watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		w, err := p.tasks.WatchAll(ctx, jetstream.UpdatesOnly())
 		if err != nil {
 			p.log.Warn("task watcher", "err", err)
-			select {
-			case <-p.watchCtx.Done():
-			case <-time.After(time.Second):
-			}
+			bus.Sleep(ctx, time.Second)
 			continue
 		}
 		for e := range w.Updates() {

@@ -40,9 +40,7 @@ type Config struct {
 	// WaitTimeout bounds how long an engine call waits for its task before
 	// answering 202 with the task id. Default 10 minutes.
 	WaitTimeout time.Duration
-	// Schedules turns on cron and every: triggers. Default true in New.
-	Schedules bool
-	Logger    *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Scheduler serves the engine endpoint and the admin API and fires schedules.
@@ -51,12 +49,18 @@ type Scheduler struct {
 	store *Store
 	pub   *Publisher
 	log   *slog.Logger
-	// life ends when the scheduler shuts down: engine calls still waiting
-	// then answer 202 with their task id rather than lose the caller.
-	life context.Context
 
 	mu      sync.Mutex
 	entries map[string]*scheduled // by trigger name
+	// fires are the goroutines that follow scheduled runs; Run joins them.
+	fires sync.WaitGroup
+
+	// When Run ends, engine calls still waiting answer 202 with their task
+	// id rather than lose the caller: stopping is set and every wait in
+	// waits is cancelled.
+	stopping atomic.Bool
+	waitMu   sync.Mutex
+	waits    map[*context.CancelFunc]struct{}
 
 	// Counters for /metrics.
 	TicksFired   atomic.Int64
@@ -90,7 +94,8 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Scheduler, e
 	if err != nil {
 		return nil, err
 	}
-	return &Scheduler{cfg: cfg, store: store, pub: pub, log: cfg.Logger, life: ctx, entries: map[string]*scheduled{}}, nil
+	return &Scheduler{cfg: cfg, store: store, pub: pub, log: cfg.Logger, entries: map[string]*scheduled{},
+		waits: map[*context.CancelFunc]struct{}{}}, nil
 }
 
 // Store is the trigger registry.
@@ -116,11 +121,24 @@ func (s *Scheduler) submit(ctx context.Context, trigger string, args schemas.Run
 }
 
 // Run fires scheduled triggers until ctx ends, following changes to the
-// trigger bucket as they happen.
+// trigger bucket as they happen, and watches the task bucket for the engine
+// calls waiting on their tasks. It returns once every goroutine it started
+// has; engine calls still waiting then answer 202.
 func (s *Scheduler) Run(ctx context.Context) error {
+	defer s.shutdown()
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		s.pub.Watch(ctx)
+	}()
+	defer watch.Wait()
 	c := cron.New(cron.WithLocation(time.UTC), cron.WithParser(cronParser))
 	c.Start()
-	defer func() { <-c.Stop().Done() }()
+	defer func() {
+		<-c.Stop().Done() // no tick runs any more: no fire adds to s.fires
+		s.fires.Wait()
+	}()
 	w, err := s.store.Watch(ctx)
 	if err != nil {
 		return err
@@ -198,7 +216,9 @@ func (s *Scheduler) fire(ctx context.Context, name string, args schemas.RunArgs,
 	// as it happens, rather than read at the next tick, when a short-lived
 	// summary may have expired.
 	running.Store(&taskID)
+	s.fires.Add(1)
 	go func() {
+		defer s.fires.Done()
 		if _, err := s.pub.Wait(ctx, taskID); err == nil {
 			running.CompareAndSwap(&taskID, nil)
 		}
@@ -216,3 +236,30 @@ func fireTime(c *cron.Cron, id cron.EntryID) time.Time {
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// shutdown answers the engine calls still waiting: their waits end now.
+func (s *Scheduler) shutdown() {
+	s.stopping.Store(true)
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	for cancel := range s.waits {
+		(*cancel)()
+	}
+}
+
+// waitContext is ctx bounded by timeout and by the scheduler's shutdown.
+func (s *Scheduler) waitContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	if s.stopping.Load() {
+		cancel()
+	}
+	s.waits[&cancel] = struct{}{}
+	return wctx, func() {
+		s.waitMu.Lock()
+		delete(s.waits, &cancel)
+		s.waitMu.Unlock()
+		cancel()
+	}
+}

@@ -1,8 +1,11 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/regressd/regressd/schemas"
 )
 
 // ResolveWindow applies the window rules: start and end as given; start alone
@@ -26,4 +29,30 @@ func ResolveWindow(start, end *time.Time, window time.Duration, now time.Time) (
 		return s, e, fmt.Errorf("start_time %s is not before end_time %s", s.Format(time.RFC3339), e.Format(time.RFC3339))
 	}
 	return s, e, nil
+}
+
+// timeLayouts are the forms a time may take: RFC 3339, a date and time
+// without a zone (UTC), a date.
+var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"}
+
+// ParseTime reads a time in one of timeLayouts, in UTC.
+func ParseTime(s string) (time.Time, error) {
+	for _, layout := range timeLayouts {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not an ISO 8601 timestamp (e.g. 2026-01-02T15:04:05Z)", s)
+}
+
+// ParseWhen reads a time as ParseTime does, or a duration before now
+// ("7d", "36h").
+func ParseWhen(s string, now time.Time) (time.Time, error) {
+	if t, err := ParseTime(s); err == nil {
+		return t, nil
+	}
+	if d, err := schemas.ParseDuration(s); err == nil {
+		return now.Add(-time.Duration(d)).UTC(), nil
+	}
+	return time.Time{}, errors.New("want RFC 3339 (2026-01-02T15:04:05Z), a date (2026-01-02) or a duration ago (7d)")
 }

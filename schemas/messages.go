@@ -81,32 +81,6 @@ type TaskMeta struct {
 	SealedKey      string   `json:"sealed_key,omitempty"`
 }
 
-// Batch and result status values (HeaderStatus).
-const (
-	HeaderStatus  = "Regressd-Status"
-	HeaderMessage = "Regressd-Message"
-	// HeaderCode is the HTTP status a caller should see for a verdict or a
-	// failed batch, when the failure is the caller's to fix.
-	HeaderCode = "Regressd-Code"
-
-	BatchOK     = "ok"
-	BatchFailed = "failed"
-	// TaskSkipped and TaskFailed are producer verdicts carried by a result with
-	// no batches.
-	TaskSkipped = "skipped"
-	TaskFailed  = "failed"
-)
-
-// Task statuses, as the engine endpoint reports them.
-const (
-	StatusRunning = "running"
-	StatusSuccess = "success"
-	StatusPartial = "partial"
-	StatusSkipped = "skipped"
-	StatusDryRun  = "dry_run"
-	StatusFailed  = "failed"
-)
-
 // Prediction is one predicted row, as a dry run returns it.
 type Prediction struct {
 	Time  time.Time `json:"time"`
@@ -118,7 +92,7 @@ type Prediction struct {
 type TaskSummary struct {
 	TaskID  string `json:"task_id"`
 	Trigger string `json:"trigger"`
-	Status  string `json:"status"`
+	Status  Status `json:"status"`
 	Message string `json:"message,omitempty"`
 	// Code is the HTTP status a failed task answers with: 4xx when the
 	// caller's input was at fault, 5xx when regressd or the model was.
@@ -141,7 +115,7 @@ type TaskSummary struct {
 }
 
 // Done reports whether the task reached a final status.
-func (s TaskSummary) Done() bool { return s.Status != StatusRunning && s.Status != "" }
+func (s TaskSummary) Done() bool { return s.Status.Done() }
 
 // TaskMetas decodes task headers (HeaderTask), remembering the last few
 // hundred: every batch and result of a task carries the same header, and

@@ -52,6 +52,15 @@ const (
 	HeaderBatch  = "Regressd-Batch"
 	HeaderReason = "Regressd-Reason"
 	HeaderOrigin = "Regressd-Origin"
+	// HeaderStatus is a result's Status; HeaderMessage says why it failed
+	// or was skipped.
+	HeaderStatus  = "Regressd-Status"
+	HeaderMessage = "Regressd-Message"
+	// HeaderCode is the HTTP status a caller should see for a verdict or a
+	// failed batch, when the failure is the caller's to fix.
+	HeaderCode = "Regressd-Code"
+	// HeaderRows is the number of query rows a result answers.
+	HeaderRows = "Regressd-Rows"
 )
 
 // SubjectToken makes a trigger name safe as one subject token: NATS tokens

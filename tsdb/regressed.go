@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -67,7 +68,7 @@ func (db *DB) ExistingTimes(ctx context.Context, s Series, start, end time.Time)
 		})
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == undefinedTable || pgErr.Code == undefinedColumn) {
+	if errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.UndefinedTable || pgErr.Code == pgerrcode.UndefinedColumn) {
 		return map[int64]struct{}{}, nil
 	}
 	if err != nil {
@@ -86,17 +87,11 @@ var ErrRefused = errors.New("the output table refused the predictions")
 // output table's own statements pass through it.
 func refusal(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 && (pgErr.Code[:2] == "22" || pgErr.Code[:2] == "23") {
+	if errors.As(err, &pgErr) && (pgerrcode.IsDataException(pgErr.Code) || pgerrcode.IsIntegrityConstraintViolation(pgErr.Code)) {
 		return fmt.Errorf("%w: %w", ErrRefused, err)
 	}
 	return err
 }
-
-// SQLSTATEs of a missing table or column.
-const (
-	undefinedTable  = "42P01"
-	undefinedColumn = "42703"
-)
 
 // identityIndex names the unique index for a tag set, so a new tag set gets a
 // new index and the old one (over fewer columns) is dropped.
@@ -306,7 +301,7 @@ func WriteGroup(ctx context.Context, tx pgx.Tx, ws []Write) ([]int64, error) {
 		}
 		copyErr := copyNew(ctx, tx, ws, same)
 		var pgErr *pgconn.PgError
-		if copyErr != nil && (!errors.As(copyErr, &pgErr) || pgErr.Code != uniqueViolation) {
+		if copyErr != nil && (!errors.As(copyErr, &pgErr) || pgErr.Code != pgerrcode.UniqueViolation) {
 			return nil, refusal(copyErr)
 		}
 		for _, j := range same {
@@ -329,9 +324,6 @@ func WriteGroup(ctx context.Context, tx pgx.Tx, ws []Write) ([]int64, error) {
 func sameTable(a, b Series) bool {
 	return a.Measurement == b.Measurement && slices.Equal(a.TagColumns, b.TagColumns)
 }
-
-// uniqueViolation is PostgreSQL's SQLSTATE for a duplicate key.
-const uniqueViolation = "23505"
 
 // copyNew COPYs the points of ws[which] (one table, one tag set) into the
 // regressed table under a savepoint, which a failure rolls back. A savepoint

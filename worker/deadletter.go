@@ -2,10 +2,7 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
-	"strconv"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/regressd/regressd/bus"
@@ -17,12 +14,8 @@ import (
 // instead of waiting forever. A batch whose header cannot be read belongs to
 // no task we know: the DLQ copy is all there is to do.
 func (w *Worker) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
-	var meta schemas.TaskMeta
-	if err := json.Unmarshal([]byte(dl.Header.Get(schemas.HeaderTask)), &meta); err != nil || meta.TaskID == "" {
-		return nil
-	}
-	batchNo, err := strconv.Atoi(dl.Header.Get(schemas.HeaderBatch))
-	if err != nil || batchNo < 0 || batchNo >= meta.Batches {
+	meta, batchNo, err := w.metas.DecodeBatch(dl.Header)
+	if err != nil {
 		return nil
 	}
 	rows := 0
@@ -30,17 +23,13 @@ func (w *Worker) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
 		rows = int(rec.NumRows())
 		rec.Release()
 	}
-	meta.SealedKey = ""
-	hdr, _ := json.Marshal(meta)
-	m := &nats.Msg{Subject: schemas.SubjectResults + schemas.SubjectToken(meta.Trigger), Header: nats.Header{}}
-	m.Header.Set(schemas.HeaderSchema, schemas.Version)
-	m.Header.Set(schemas.HeaderTask, string(hdr))
-	m.Header.Set(schemas.HeaderBatch, strconv.Itoa(batchNo))
-	m.Header.Set("Regressd-Rows", strconv.Itoa(rows))
-	m.Header.Set(schemas.HeaderStatus, schemas.BatchFailed)
-	m.Header.Set(schemas.HeaderMessage, "batch dead-lettered (see 'regressd dlq list'): "+dl.Reason)
+	m, err := schemas.NewResultMsg(schemas.Result{Meta: meta, Batch: batchNo, Status: schemas.StatusFailed, Rows: rows,
+		Message: "batch dead-lettered (see 'regressd dlq list'): " + dl.Reason})
+	if err != nil {
+		return err
+	}
 	// Its own id, so that the batch's real result, should the batch be
 	// retried from the DLQ, is not dropped as a duplicate of this one.
-	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+strconv.Itoa(batchNo)+":dead-letter"))
+	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(schemas.BatchMsgID(meta.TaskID, batchNo)+":dead-letter"))
 	return err
 }

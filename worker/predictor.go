@@ -81,8 +81,19 @@ func NewLocal(size int, opts ...gpu.Option) *Local {
 }
 
 // Predict fits the context once per (model, context) and predicts the batch.
+// Both stop when ctx ends; that error is not final, and a fit it stopped is
+// forgotten so that the next batch fits again.
 func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
-	f := l.acquire(req.Model + "|" + req.ContextID)
+	if req.Timeout > 0 {
+		// The task's request_timeout bounds the engine as it bounds a
+		// hosted gateway's call: past it the work stops, and the batch is
+		// tried again like any transient failure.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
+		defer cancel()
+	}
+	key := req.Model + "|" + req.ContextID
+	f := l.acquire(key)
 	defer l.release(f)
 	f.once.Do(func() {
 		r, err := gpu.NewRegressor(req.Model, l.opts...)
@@ -90,21 +101,54 @@ func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
 			f.err = Final(err)
 			return
 		}
-		if err := r.Fit(req.X, req.Y); err != nil {
+		if err := r.Fit(ctx, req.X, req.Y); err != nil {
 			r.Close()
+			if stopped(err) {
+				f.err = fmt.Errorf("fit context: %w", err)
+				return
+			}
 			f.err = Final(fmt.Errorf("fit context: %w", err))
 			return
 		}
 		f.r = r
 	})
 	if f.err != nil {
+		if stopped(f.err) {
+			l.forget(key, f)
+		}
 		return nil, f.err
 	}
-	out, err := f.r.Predict(req.Xq)
+	out, err := f.r.Predict(ctx, req.Xq)
+	if stopped(err) {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
 	if err != nil {
 		return nil, Final(fmt.Errorf("predict: %w", err))
 	}
 	return out, nil
+}
+
+// stopped reports whether err is a context's end rather than the engine's
+// verdict on the data.
+func stopped(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// forget drops key's entry if it is still f, so the next batch starts a
+// fresh fit.
+func (l *Local) forget(key string, f *fitted) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cache[key] != f {
+		return
+	}
+	delete(l.cache, key)
+	for i, k := range l.order {
+		if k == key {
+			l.order = append(l.order[:i], l.order[i+1:]...)
+			break
+		}
+	}
 }
 
 func (l *Local) acquire(key string) *fitted {

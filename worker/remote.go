@@ -37,12 +37,12 @@ func (r *Remote) Predict(ctx context.Context, req Request) ([]float64, error) {
 	if err != nil {
 		return nil, Final(err)
 	}
-	out, err := c.Predict(ctx, req.X, req.Y, req.Xq, nil)
+	ans, err := c.Predict(ctx, req.X, req.Y, req.Xq, nil)
 	if err != nil {
 		if gateway.IsTransient(err) {
 			return nil, err // the gateway's errors already say "gateway:"
 		}
 		return nil, Final(err)
 	}
-	return out, nil
+	return ans.Predictions, nil
 }

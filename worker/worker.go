@@ -2,20 +2,17 @@ package worker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sony/gobreaker/v2"
 
@@ -40,7 +37,13 @@ type Config struct {
 	BreakerFailures uint32
 	// BreakerCooldown is how long the breaker stays open. Default 15s.
 	BreakerCooldown time.Duration
-	Logger          *slog.Logger
+	// Instance names this worker on the status page (schemas.BucketStatus).
+	// Default host-pid.
+	Instance string
+	// PredictorName says what Predictor is ("local" or "remote"), for the
+	// status page. Optional.
+	PredictorName string
+	Logger        *slog.Logger
 }
 
 // Worker predicts batches.
@@ -54,6 +57,9 @@ type Worker struct {
 	metas    schemas.TaskMetas
 	mu       sync.Mutex
 	contexts map[string]*loadedContext
+
+	// breakerChanged wakes reportStatus when the breaker changes state.
+	breakerChanged chan struct{}
 }
 
 type loadedContext struct {
@@ -83,11 +89,14 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Worker, erro
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Instance == "" {
+		cfg.Instance = defaultInstance()
+	}
 	obj, err := bus.OpenObjects(ctx, js, schemas.StoreContext)
 	if err != nil {
 		return nil, err
 	}
-	w := &Worker{js: js, obj: obj, cfg: cfg, log: cfg.Logger, contexts: map[string]*loadedContext{}}
+	w := &Worker{js: js, obj: obj, cfg: cfg, log: cfg.Logger, contexts: map[string]*loadedContext{}, breakerChanged: make(chan struct{}, 1)}
 	w.cb = gobreaker.NewCircuitBreaker[[]float64](gobreaker.Settings{
 		Name:        "predictor",
 		MaxRequests: 1,
@@ -97,6 +106,10 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Worker, erro
 		IsSuccessful: func(err error) bool { return err == nil || IsFinal(err) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			cfg.Logger.Warn("circuit breaker", "from", from.String(), "to", to.String())
+			select {
+			case w.breakerChanged <- struct{}{}:
+			default: // a wake-up is pending; it reads the newest state
+			}
 		},
 	})
 	return w, nil
@@ -105,8 +118,14 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Worker, erro
 // BreakerState is the breaker's state, for metrics and tests.
 func (w *Worker) BreakerState() gobreaker.State { return w.cb.State() }
 
-// Run consumes batches until ctx ends; while the breaker is open it pulls nothing.
+// Run consumes batches until ctx ends; while the breaker is open it pulls
+// nothing. Meanwhile it publishes the breaker's state for the status page.
 func (w *Worker) Run(ctx context.Context) error {
+	sctx, stop := context.WithCancel(ctx)
+	var status sync.WaitGroup
+	status.Go(func() { w.reportStatus(sctx) })
+	defer status.Wait()
+	defer stop()
 	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
 		Stream: schemas.StreamBatches, Durable: "worker", Filter: schemas.SubjectBatches + ">",
 		// The worker itself turns the MaxDeliver-th failure into a failed
@@ -122,13 +141,9 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
-	meta, err := w.metas.Decode(msg.Headers().Get(schemas.HeaderTask))
-	if err != nil || meta.TaskID == "" {
-		return bus.Permanent(fmt.Errorf("batch without a readable task header: %v", err))
-	}
-	batchNo, err := strconv.Atoi(msg.Headers().Get(schemas.HeaderBatch))
-	if err != nil || batchNo < 0 || batchNo >= meta.Batches {
-		return bus.Permanent(fmt.Errorf("batch number %q out of range", msg.Headers().Get(schemas.HeaderBatch)))
+	meta, batchNo, err := w.metas.DecodeBatch(msg.Headers())
+	if err != nil {
+		return bus.Permanent(err)
 	}
 	rec, err := schemas.DecodeRecord(msg.Data(), schemas.QuerySchema(meta.Features))
 	if err != nil {
@@ -302,30 +317,23 @@ func callerStatus(err error) int {
 // publish sends a batch's predictions (or its failure, with the status a
 // caller should see when not 0) to the writer.
 func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int, rec arrow.RecordBatch, preds []float64, failure string, status int) error {
-	m := &nats.Msg{Subject: schemas.SubjectResults + schemas.SubjectToken(meta.Trigger), Header: nats.Header{}}
-	meta.SealedKey = "" // the writer never needs the key
-	hdr, _ := json.Marshal(meta)
-	m.Header.Set(schemas.HeaderSchema, schemas.Version)
-	m.Header.Set(schemas.HeaderTask, string(hdr))
-	m.Header.Set(schemas.HeaderBatch, strconv.Itoa(batchNo))
-	m.Header.Set("Regressd-Rows", strconv.FormatInt(rec.NumRows(), 10))
+	r := schemas.Result{Meta: meta, Batch: batchNo, Status: schemas.StatusOK, Rows: int(rec.NumRows())}
 	if failure != "" {
-		m.Header.Set(schemas.HeaderStatus, schemas.BatchFailed)
-		m.Header.Set(schemas.HeaderMessage, failure)
-		if status != 0 {
-			m.Header.Set(schemas.HeaderCode, strconv.Itoa(status))
-		}
+		r.Status, r.Message, r.Code = schemas.StatusFailed, failure, status
 	} else {
-		m.Header.Set(schemas.HeaderStatus, schemas.BatchOK)
 		out := resultRecord(rec.Column(0).(*array.Timestamp), preds)
 		body, err := schemas.EncodeRecord(out)
 		out.Release()
 		if err != nil {
 			return err
 		}
-		m.Data = body
+		r.Body = body
 	}
-	_, err := w.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+strconv.Itoa(batchNo)))
+	m, err := schemas.NewResultMsg(r)
+	if err != nil {
+		return err
+	}
+	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(schemas.BatchMsgID(meta.TaskID, batchNo)))
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,9 +39,9 @@ func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
 	n := len(rs)
 	tasks, batches, statuses, rows, msgs, codes := make([]string, n), make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]int32, n)
 	for i, r := range rs {
-		tasks[i], batches[i], statuses[i], rows[i], msgs[i], codes[i] = r.meta.TaskID, int32(r.batch), r.status, int32(r.rows), r.msg, int32(r.code)
-		if r.batch < 0 {
-			statuses[i] = "verdict"
+		tasks[i], batches[i], statuses[i], rows[i], msgs[i], codes[i] = r.Meta.TaskID, int32(r.Batch), string(r.Status), int32(r.Rows), r.Message, int32(r.Code)
+		if r.Batch < 0 {
+			statuses[i] = string(schemas.StatusVerdict)
 		}
 	}
 	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code)
@@ -64,8 +65,8 @@ func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
 	}
 	out := make([]bool, n)
 	for i, r := range rs {
-		out[i] = fresh[key{r.meta.TaskID, int32(r.batch)}]
-		if !out[i] && r.status == schemas.BatchOK && r.batch >= 0 {
+		out[i] = fresh[key{r.Meta.TaskID, int32(r.Batch)}]
+		if !out[i] && r.Status == schemas.StatusOK && r.Batch >= 0 {
 			if out[i], err = repairBatch(ctx, tx, r); err != nil {
 				return nil, err
 			}
@@ -80,16 +81,16 @@ func repairBatch(ctx context.Context, tx pgx.Tx, r result) (bool, error) {
 	var prev string
 	var prevRows int
 	err := tx.QueryRow(ctx, `SELECT status, rows FROM regressd_task_batches WHERE task_id = $1 AND batch_no = $2 FOR UPDATE`,
-		r.meta.TaskID, r.batch).Scan(&prev, &prevRows)
-	if err != nil || prev != schemas.BatchFailed {
+		r.Meta.TaskID, r.Batch).Scan(&prev, &prevRows)
+	if err != nil || prev != string(schemas.StatusFailed) {
 		return false, err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE regressd_task_batches SET status = $3, rows = $4, message = '', written = 0, committed = now()
-		WHERE task_id = $1 AND batch_no = $2`, r.meta.TaskID, r.batch, r.status, r.rows); err != nil {
+		WHERE task_id = $1 AND batch_no = $2`, r.Meta.TaskID, r.Batch, r.Status, r.Rows); err != nil {
 		return false, fmt.Errorf("ledger batch repair: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE regressd_tasks SET batches_failed = batches_failed - 1, remaining = greatest(remaining - $2, 0)
-		WHERE task_id = $1`, r.meta.TaskID, prevRows); err != nil {
+		WHERE task_id = $1`, r.Meta.TaskID, prevRows); err != nil {
 		return false, fmt.Errorf("ledger batch repair: %w", err)
 	}
 	return true, nil
@@ -106,14 +107,14 @@ type settled struct {
 // nil; rs sorted by task) to their tasks, one statement per task, all sent
 // at once; each task's status is settled once every batch is in. It
 // returns each task's status after its batches.
-func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (map[string]string, error) {
+func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (map[string]schemas.Status, error) {
 	var b pgx.Batch
 	// reads[k] is the task whose status the k-th statement returns, or ""
 	// for a preview's update.
 	var reads []string
 	for lo := 0; lo < len(rs); {
 		hi := lo
-		for hi < len(rs) && rs[hi].meta.TaskID == rs[lo].meta.TaskID {
+		for hi < len(rs) && rs[hi].Meta.TaskID == rs[lo].Meta.TaskID {
 			hi++
 		}
 		var nos []int32
@@ -127,16 +128,16 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 			r := rs[i]
 			if out[i].preview != nil {
 				p, _ := json.Marshal(out[i].preview)
-				b.Queue(`UPDATE regressd_task_batches SET preview = $3 WHERE task_id = $1 AND batch_no = $2`, r.meta.TaskID, r.batch, p)
+				b.Queue(`UPDATE regressd_task_batches SET preview = $3 WHERE task_id = $1 AND batch_no = $2`, r.Meta.TaskID, r.Batch, p)
 				reads = append(reads, "")
 			}
-			nos, written = append(nos, int32(r.batch)), append(written, out[i].written)
+			nos, written = append(nos, int32(r.Batch)), append(written, out[i].written)
 			total += out[i].written
-			if r.status == schemas.BatchOK {
+			if r.Status == schemas.StatusOK {
 				done++
 			} else {
 				failed++
-				remaining += int64(r.rows)
+				remaining += int64(r.Rows)
 			}
 		}
 		if len(nos) > 0 {
@@ -155,12 +156,12 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 						WHEN dry_run THEN 'dry_run'
 						ELSE 'success' END
 				WHERE task_id = $1
-				RETURNING status`, rs[lo].meta.TaskID, done, failed, total, remaining, nos, written)
-			reads = append(reads, rs[lo].meta.TaskID)
+				RETURNING status`, rs[lo].Meta.TaskID, done, failed, total, remaining, nos, written)
+			reads = append(reads, rs[lo].Meta.TaskID)
 		}
 		lo = hi
 	}
-	statuses := map[string]string{}
+	statuses := map[string]schemas.Status{}
 	if len(reads) == 0 {
 		return statuses, nil
 	}
@@ -175,7 +176,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 			}
 			continue
 		}
-		var st string
+		var st schemas.Status
 		if err := br.QueryRow().Scan(&st); err != nil {
 			return nil, fmt.Errorf("ledger task update: %w", err)
 		}
@@ -189,7 +190,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 // once (its first delivery still running when the second came) may end once
 // in batches and once in a verdict ("nothing left to predict"); the batches
 // are the truth, and a task settled by a verdict reopens when batches come.
-func settleVerdict(ctx context.Context, tx pgx.Tx, taskID, status, msg string, code int) error {
+func settleVerdict(ctx context.Context, tx pgx.Tx, taskID string, status schemas.Status, msg string, code int) error {
 	_, err := tx.Exec(ctx, `UPDATE regressd_tasks SET status = $2, message = $3, code = $4, updated = now() WHERE task_id = $1 AND batches = 0`, taskID, status, msg, code)
 	return err
 }
@@ -232,8 +233,8 @@ func summary(ctx context.Context, db interface {
 			// the model side failed.
 			var codes []int32
 			db.QueryRow(ctx, `SELECT array_agg(DISTINCT code) FROM regressd_task_batches WHERE task_id = $1 AND status = 'failed'`, taskID).Scan(&codes)
-			s.Code = 502
-			if len(codes) == 1 && codes[0] >= 400 && codes[0] < 500 {
+			s.Code = http.StatusBadGateway
+			if len(codes) == 1 && codes[0] >= http.StatusBadRequest && codes[0] < http.StatusInternalServerError {
 				s.Code = int(codes[0])
 			}
 		}

@@ -19,9 +19,9 @@ import (
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
 func okResult(task, measurement string, batch, batches int, t0 time.Time) result {
-	r := result{meta: schemas.TaskMeta{TaskID: task, Trigger: measurement, Measurement: measurement, Target: "y",
+	r := result{Result: schemas.Result{Meta: schemas.TaskMeta{TaskID: task, Trigger: measurement, Measurement: measurement, Target: "y",
 		Model: "regressd/model-2l", Batches: batches, Start: t0, End: t0.Add(time.Hour)},
-		batch: batch, status: schemas.BatchOK, rows: 3}
+		Batch: batch, Status: schemas.StatusOK, Rows: 3}}
 	for i := range 3 {
 		r.points = append(r.points, tsdb.Point{Time: t0.Add(time.Duration(10*batch+i) * time.Minute), Value: float64(i)})
 	}
@@ -61,11 +61,11 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 	out := w.applyGroup(ctx, group)
 	for i, p := range group {
 		if out[i].err != nil {
-			t.Errorf("%s batch %d: err %v", p.r.meta.TaskID, p.r.batch, out[i].err)
+			t.Errorf("%s batch %d: err %v", p.r.Meta.TaskID, p.r.Batch, out[i].err)
 		}
 		// The table refuses t_bad's values for good: its batch fails (409)
 		// rather than waits on retries that cannot succeed.
-		if p.r.meta.TaskID == "t_bad" && out[i].status != schemas.TaskFailed {
+		if p.r.Meta.TaskID == "t_bad" && out[i].status != schemas.StatusFailed {
 			t.Errorf("t_bad: status %q, want failed", out[i].status)
 		}
 	}
@@ -85,10 +85,10 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 	for i, want := range []struct {
 		task   string
 		batch  int
-		status string
+		status schemas.Status
 	}{{"t_a", 0, "success"}, {"t_b", 0, "running"}, {"t_b", 1, "success"}} {
-		if p := group[i]; p.r.meta.TaskID != want.task || p.r.batch != want.batch || out[i].status != want.status {
-			t.Errorf("group[%d] = %s/%d %q, want %s/%d %q", i, p.r.meta.TaskID, p.r.batch, out[i].status, want.task, want.batch, want.status)
+		if p := group[i]; p.r.Meta.TaskID != want.task || p.r.Batch != want.batch || out[i].status != want.status {
+			t.Errorf("group[%d] = %s/%d %q, want %s/%d %q", i, p.r.Meta.TaskID, p.r.Batch, out[i].status, want.task, want.batch, want.status)
 		}
 	}
 
@@ -103,8 +103,8 @@ func TestGroupCommitIsolatesABadResult(t *testing.T) {
 		{r: okResult("t_d", "good", 2, 3, t1.Add(time.Hour))},
 	}
 	for i, o := range w.applyGroup(ctx, whole) {
-		want := map[string]string{"t_c/0": statusCovered, "t_c/1": "success", "t_d/0": "running", "t_d/2": "running"}
-		got := fmt.Sprintf("%s/%d", whole[i].r.meta.TaskID, whole[i].r.batch)
+		want := map[string]schemas.Status{"t_c/0": statusCovered, "t_c/1": "success", "t_d/0": "running", "t_d/2": "running"}
+		got := fmt.Sprintf("%s/%d", whole[i].r.Meta.TaskID, whole[i].r.Batch)
 		if o.err != nil || o.status != want[got] {
 			t.Errorf("%s: %+v, want status %q", got, o, want[got])
 		}
@@ -141,7 +141,7 @@ func TestIncompatibleTableFailsTheBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := w.apply(ctx, okResult("t_clash", "clash", 0, 1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	if o.err != nil || o.status != schemas.TaskFailed {
+	if o.err != nil || o.status != schemas.StatusFailed {
 		t.Fatalf("outcome %+v, want the task failed without an error", o)
 	}
 	var msg string
@@ -151,5 +151,23 @@ func TestIncompatibleTableFailsTheBatch(t *testing.T) {
 	// Its caller hears 409, as from the producer's own check.
 	if sum, ok, err := Summary(ctx, pool, "t_clash"); err != nil || !ok || sum.Code != 409 {
 		t.Fatalf("summary %+v (%v %v), want code 409", sum, ok, err)
+	}
+}
+
+// A summary too large for the task bucket is told by its error, not its
+// text: the writer then drops a dry run's predictions and tries again.
+func TestOversizedSummaryIsToldByItsError(t *testing.T) {
+	ctx := context.Background()
+	srv := bustest.New(t)
+	kv, err := srv.JS.KeyValue(ctx, schemas.BucketTasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kv.Create(ctx, "t_big", make([]byte, 1_100_000))
+	if err == nil || !tooLarge(err) {
+		t.Fatalf("oversized put: %v, want an error tooLarge tells", err)
+	}
+	if _, err := kv.Create(ctx, "t_small", []byte("{}")); err != nil || tooLarge(err) {
+		t.Fatalf("small put: %v", err)
 	}
 }

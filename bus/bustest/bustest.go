@@ -47,3 +47,19 @@ func New(t testing.TB) *Server {
 	})
 	return &Server{Embedded: e, NC: nc, JS: js, Dir: dir}
 }
+
+// Run runs f (a role's Run) in a goroutine until ctx or the test ends,
+// then cancels it and waits for it to return.
+func Run(t testing.TB, ctx context.Context, f func(context.Context) error) {
+	t.Helper()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(rctx)
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-done
+	})
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,7 +37,8 @@ func exitCode(err error) int {
 
 // parse parses args into fs. Help asked for (-h, --help) prints the usage on
 // stdout and returns flag.ErrHelp, a success; a bad flag prints the flag
-// package's message and the usage on stderr and returns a usageError. The
+// package's message and the usage on stderr and returns a usageError.
+// Secret flags not given take their environment variables then. The
 // fs.Usage of every command writes to fs.Output() for this.
 func (m *Main) parse(fs *flag.FlagSet, args []string) error {
 	usage := fs.Usage
@@ -51,6 +53,7 @@ func (m *Main) parse(fs *flag.FlagSet, args []string) error {
 		m.printUsage(fs, m.Stderr)
 		return usageError{}
 	}
+	fromEnv(fs)
 	return nil
 }
 
@@ -83,4 +86,27 @@ func (m *Main) parseAction(fs *flag.FlagSet, args []string) (action string, rest
 		return "", nil, usageError{}
 	}
 	return pos[0], pos[1:], nil
+}
+
+// printJSON prints v as indented JSON on stdout: a command's --json output.
+func (m *Main) printJSON(v any) error {
+	enc := json.NewEncoder(m.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// flagSet is a command's flag set; its usage is the command's help text
+// (help/<name>.txt, formatted with args when given) and its flags.
+func (m *Main) flagSet(name string, args ...any) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {
+		text := help(name)
+		if len(args) > 0 {
+			text = fmt.Sprintf(text, args...)
+		}
+		fmt.Fprint(fs.Output(), text)
+		fs.PrintDefaults()
+	}
+	return fs
 }

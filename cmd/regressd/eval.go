@@ -130,7 +130,7 @@ func (c *evalCommand) Run(ctx context.Context, args []string) error {
 			return eval.Prediction{}, err
 		}
 		defer r.Close()
-		if err := r.Fit(X, y); err != nil {
+		if err := r.Fit(ctx, X, y); err != nil {
 			return eval.Prediction{}, err
 		}
 		p, err := r.PredictDetailed(ctx, Xq, gpu.PredictOptions{Quantiles: evalQuantiles})

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/regressd/regressd/pipeline"
 )
 
 // runCLI runs the binary's command line in-process and returns its exit
@@ -113,8 +115,8 @@ func TestRolesTakeEveryRolesFlags(t *testing.T) {
 	args := []string{"--nats-url", "nats://127.0.0.1:1", "--database-url", "postgres://x@127.0.0.1:1/y", "--data-dir", t.TempDir(),
 		"--http-addr", "127.0.0.1:0", "--gateway-addr", "127.0.0.1:0", "--concurrency", "2", "--wait-timeout", "5s",
 		"--predictor", "local", "--rate-per-minute", "60", "--nats-listen", "127.0.0.1:0"}
-	for _, r := range allRoles {
-		rc := &roleCommand{m: &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}, roles: []role{r}}
+	for _, r := range pipeline.AllRoles {
+		rc := &roleCommand{m: &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}, roles: []pipeline.Role{r}}
 		if err := rc.flags().Parse(args); err != nil {
 			t.Errorf("%s: %v", r, err)
 		}
@@ -170,5 +172,56 @@ func TestStoreCommandsNeedAnExistingDataDir(t *testing.T) {
 				t.Errorf("%q created %s in the data dir", args, ents[0].Name())
 			}
 		}
+	}
+}
+
+// No command's help prints a secret from the environment: secret flags
+// take their variables after parsing, never as defaults, and say at most
+// that the variable is set.
+func TestHelpPrintsNoSecret(t *testing.T) {
+	secrets := map[string]string{
+		"REGRESSD_DATABASE_URL": "postgres://regressd:pw-canary-1@db.example:5432/metrics",
+		"REGRESSD_NATS_URL":     "nats://tok-canary-2@nats.example:4222",
+		"REGRESSD_AUTH_TOKEN":   "tok-canary-3",
+		"REGRESSD_AUTH_TOKENS":  "tok-canary-4,tok-canary-5",
+		"REGRESSD_SECRET":       "secret-canary-6-0123456789",
+		"SERVICE_API_KEY":       "key-canary-7",
+		"REGRESSD_GATEWAY_URL":  "https://user:gw-canary-8@gw.example",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	m := &Main{}
+	runs := [][]string{{"help"}, {"-h"}}
+	for name := range m.commands() {
+		runs = append(runs, []string{name, "-h"}, []string{name, "--help"}, []string{"help", name})
+	}
+	for _, args := range runs {
+		code, out, errOut := runCLI(t, args...)
+		if code != 0 {
+			t.Errorf("%q: exit %d", args, code)
+		}
+		for k, v := range secrets {
+			for _, part := range []string{v, "canary"} {
+				if strings.Contains(out+errOut, part) {
+					t.Errorf("%q prints %s's value (%q):\n%s%s", args, k, part, out, errOut)
+				}
+			}
+		}
+	}
+	// The flag says its variable is set, and the value is used.
+	if _, out, _ := runCLI(t, "run", "-h"); !strings.Contains(out, "REGRESSD_DATABASE_URL: set") {
+		t.Errorf("run -h does not say REGRESSD_DATABASE_URL is set:\n%s", out)
+	}
+	rc := &roleCommand{m: &Main{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}, roles: pipeline.AllRoles}
+	fs := rc.flags()
+	if err := rc.m.parse(fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rc.common.DatabaseURL != secrets["REGRESSD_DATABASE_URL"] || rc.common.NATSURL != secrets["REGRESSD_NATS_URL"] || rc.gatewayURL != secrets["REGRESSD_GATEWAY_URL"] {
+		t.Errorf("secret flags not filled from the environment: %q %q %q", rc.common.DatabaseURL, rc.common.NATSURL, rc.gatewayURL)
+	}
+	if err := rc.m.parse(fs, []string{"--database-url", "postgres://other"}); err != nil || rc.common.DatabaseURL != "postgres://other" {
+		t.Errorf("a flag given loses to the environment: %q %v", rc.common.DatabaseURL, err)
 	}
 }

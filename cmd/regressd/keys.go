@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
 
 	"github.com/regressd/regressd/gateway"
+	"github.com/regressd/regressd/pipeline"
 )
 
 // keysCommand manages the gateway's API keys in the database.
@@ -22,31 +21,14 @@ func (c *keysCommand) Synopsis() string {
 	return "create, list or revoke gateway API keys, and show their usage"
 }
 
-const keysUsage = `Usage:
-  regressd keys create NAME     print a new key for POST /predict (shown once)
-  regressd keys list            every key, live and revoked
-  regressd keys revoke NAME     refuse the key from now on (403)
-  regressd keys usage [NAME]    requests, rows and tokens metered per key and model
-
-The key is printed alone on stdout, so KEY=$(regressd keys create ci) works;
-only its SHA-256 is stored. Send it as 'Authorization: Api-Key <key>'.
-
-Flags:
-`
-
 func (c *keysCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("keys", flag.ContinueOnError)
-	fs.SetOutput(c.m.Stderr)
-	c.common.existing = true
+	fs := c.m.flagSet("keys")
+	c.common.Existing = true
 	c.common.registerDataDir(fs)
 	c.common.registerDatabase(fs)
 	since := fs.String("since", "", "usage: only UTC days on or after this date (YYYY-MM-DD)")
 	byDay := fs.Bool("by-day", false, "usage: one line per UTC day")
 	asJSON := fs.Bool("json", false, "list, usage: print JSON")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), keysUsage)
-		fs.PrintDefaults()
-	}
 	action, rest, err := c.m.parseAction(fs, args)
 	if err != nil {
 		return err
@@ -85,13 +67,12 @@ func (c *keysCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("unknown keys action %q: want create, list, revoke or usage", action)
 	}
 
-	log := c.common.logger(c.m)
-	st := &stack{log: log}
-	defer st.close()
-	if err := c.m.openDatabase(ctx, &c.common, st); err != nil {
+	st, err := pipeline.Open(ctx, c.common.Stores, "", false, true, c.common.logger(c.m))
+	if err != nil {
 		return err
 	}
-	ks := gateway.NewKeyStore(st.pool)
+	defer st.Close()
+	ks := gateway.NewKeyStore(st.Pool)
 
 	switch action {
 	case "create":
@@ -119,7 +100,7 @@ func (c *keysCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		if *asJSON {
-			return writeKeysJSON(c, keys)
+			return c.m.printJSON(append([]gateway.Key{}, keys...))
 		}
 		tw := tabwriter.NewWriter(c.m.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tKEY ID\tSTATE\tCREATED\tLAST USED")
@@ -141,7 +122,7 @@ func (c *keysCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		if *asJSON {
-			return writeUsageJSON(c, rows, q.ByDay)
+			return c.m.printJSON(append([]gateway.UsageRow{}, rows...))
 		}
 		if len(rows) == 0 {
 			who := "any key"
@@ -171,50 +152,4 @@ func (c *keysCommand) Run(ctx context.Context, args []string) error {
 		}
 		return tw.Flush()
 	}
-}
-
-func writeKeysJSON(c *keysCommand, keys []gateway.Key) error {
-	type keyJSON struct {
-		Name     string     `json:"name"`
-		KeyID    string     `json:"key_id"`
-		Created  time.Time  `json:"created"`
-		Revoked  *time.Time `json:"revoked"`
-		LastUsed *time.Time `json:"last_used"`
-	}
-	out := make([]keyJSON, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, keyJSON{k.Name, "rgd_" + k.LookupID, k.Created, k.Revoked, k.LastUsed})
-	}
-	enc := json.NewEncoder(c.m.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
-}
-
-func writeUsageJSON(c *keysCommand, rows []gateway.UsageRow, byDay bool) error {
-	type usageJSON struct {
-		Day          string `json:"day,omitempty"`
-		Name         string `json:"name"`
-		KeyID        string `json:"key_id"`
-		Model        string `json:"model"`
-		Requests     int64  `json:"requests"`
-		Errors       int64  `json:"errors"`
-		ContextRows  int64  `json:"context_rows"`
-		QueryRows    int64  `json:"query_rows"`
-		InputTokens  int64  `json:"input_tokens"`
-		OutputTokens int64  `json:"output_tokens"`
-		TotalTokens  int64  `json:"total_tokens"`
-	}
-	out := make([]usageJSON, 0, len(rows))
-	for _, r := range rows {
-		u := usageJSON{Name: r.Name, KeyID: "rgd_" + r.LookupID, Model: r.Model, Requests: r.Requests, Errors: r.Errors,
-			ContextRows: r.ContextRows, QueryRows: r.QueryRows, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens,
-			TotalTokens: r.InputTokens + r.OutputTokens}
-		if byDay {
-			u.Day = r.Day.Format(time.DateOnly)
-		}
-		out = append(out, u)
-	}
-	enc := json.NewEncoder(c.m.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
 }

@@ -4,15 +4,18 @@ package main
 
 import (
 	"context"
+	"embed"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
-	"strings"
+	"slices"
 	"syscall"
+
+	"github.com/regressd/regressd/pipeline"
 )
 
 // command is one subcommand of the binary.
@@ -44,12 +47,12 @@ func main() {
 
 func (m *Main) commands() map[string]command {
 	return map[string]command{
-		"run":          &roleCommand{m: m, roles: allRoles, name: "run", synopsis: "run every role in one process (embedded NATS and PostgreSQL by default)"},
-		"scheduler":    &roleCommand{m: m, roles: []role{roleScheduler}, synopsis: "run the scheduler: triggers, cron, the engine HTTP endpoint"},
-		"producer":     &roleCommand{m: m, roles: []role{roleProducer}, synopsis: "run the producer: read windows into Arrow batches"},
-		"worker":       &roleCommand{m: m, roles: []role{roleWorker}, synopsis: "run a worker: predict batches with the engine or a gateway"},
-		"writer":       &roleCommand{m: m, roles: []role{roleWriter}, synopsis: "run the writer: append predictions and the task ledger"},
-		"gateway":      &roleCommand{m: m, roles: []role{roleGateway}, synopsis: "serve the hosted prediction API (POST /predict)"},
+		"run":          &roleCommand{m: m, roles: pipeline.AllRoles, name: "run", synopsis: "run every role in one process (embedded NATS and PostgreSQL by default)"},
+		"scheduler":    &roleCommand{m: m, roles: []pipeline.Role{pipeline.Scheduler}, synopsis: "run the scheduler: triggers, cron, the engine HTTP endpoint"},
+		"producer":     &roleCommand{m: m, roles: []pipeline.Role{pipeline.Producer}, synopsis: "run the producer: read windows into Arrow batches"},
+		"worker":       &roleCommand{m: m, roles: []pipeline.Role{pipeline.Worker}, synopsis: "run a worker: predict batches with the engine or a gateway"},
+		"writer":       &roleCommand{m: m, roles: []pipeline.Role{pipeline.Writer}, synopsis: "run the writer: append predictions and the task ledger"},
+		"gateway":      &roleCommand{m: m, roles: []pipeline.Role{pipeline.Gateway}, synopsis: "serve the hosted prediction API (POST /predict)"},
 		"trigger":      &triggerCommand{m: m},
 		"keys":         &keysCommand{m: m},
 		"database-url": &databaseURLCommand{m: m},
@@ -92,17 +95,25 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 }
 
 func (m *Main) usage(w io.Writer, cmds map[string]command) {
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
+	fmt.Fprint(w, "regressd fills gaps in PostgreSQL time-series tables with an in-context regression model.\n\n")
+	fmt.Fprint(w, "Usage:\n  regressd <command> [flags]\n\nCommands:\n")
+	for _, n := range slices.Sorted(maps.Keys(cmds)) {
+		fmt.Fprintf(w, "  %-13s %s\n", n, cmds[n].Synopsis())
 	}
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString("regressd fills gaps in PostgreSQL time-series tables with an in-context regression model.\n\n")
-	b.WriteString("Usage:\n  regressd <command> [flags]\n\nCommands:\n")
-	for _, n := range names {
-		fmt.Fprintf(&b, "  %-13s %s\n", n, cmds[n].Synopsis())
+	fmt.Fprint(w, "\nRun 'regressd <command> -h' for a command's flags.\n")
+}
+
+// helpTexts are the commands' usage texts, help/<command>.txt, kept as
+// text so they read and change as the prose they are.
+//
+//go:embed help/*.txt
+var helpTexts embed.FS
+
+// help is a command's usage text.
+func help(command string) string {
+	b, err := helpTexts.ReadFile("help/" + command + ".txt")
+	if err != nil {
+		panic("no help text for " + command) // a build without it is broken
 	}
-	b.WriteString("\nRun 'regressd <command> -h' for a command's flags.\n")
-	fmt.Fprint(w, b.String())
+	return string(b)
 }

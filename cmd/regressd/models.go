@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"text/tabwriter"
 
@@ -16,17 +15,8 @@ type modelsCommand struct {
 
 func (c *modelsCommand) Synopsis() string { return "list the built-in model slugs" }
 
-const modelsUsage = `Usage:
-  regressd models
-
-Prints one built-in model slug per line with a short description. The slug
-goes in a trigger's model= argument or a /predict request's "model" field.
-`
-
 func (c *modelsCommand) Run(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("models", flag.ContinueOnError)
-	fs.SetOutput(c.m.Stderr)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), modelsUsage) }
+	fs := c.m.flagSet("models")
 	if err := c.m.parse(fs, args); err != nil {
 		return err
 	}

@@ -4,14 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/regressd/regressd/pipeline"
+	"github.com/regressd/regressd/progress"
 	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
 )
@@ -21,86 +22,35 @@ import (
 type replayCommand struct {
 	m      *Main
 	common commonFlags
+	req    scheduler.ReplayRequest
 
-	trigger     string
-	since       string
-	fromSeq     uint64
-	until       string
-	start, end  string
-	step        string
-	dryRun      bool
-	parallel    int
-	currentArgs bool
-	noWait      bool
-	timeout     time.Duration
+	dryRun  bool
+	noWait  bool
+	timeout time.Duration
 }
 
 func (c *replayCommand) Synopsis() string {
 	return "backfill: re-run a trigger's past jobs from REGRESS_JOBS, or the windows of a time range"
 }
 
-const replayUsage = `Usage:
-  regressd replay --trigger T (--since TIME | --from-seq N) [--until TIME] [--dry-run]
-  regressd replay --trigger T --start TIME --end TIME [--step DURATION] [--dry-run]
-
-The first form reads the jobs trigger T published to REGRESS_JOBS (kept for
-the backfill horizon, 90 days by default) from a time or a stream sequence on,
-in order, and runs each distinct window again. The second splits [start, end)
-into windows of --step (default: the trigger's window argument) and runs them,
-for ranges that were never scheduled; it takes the trigger's arguments from
-the trigger registry.
-
-The trigger must exist and be enabled, as for the engine endpoint: a
-disabled trigger is refused (enable it with 'regressd trigger enable T'), and
-so is a deleted one (its past jobs stay in REGRESS_JOBS; create the trigger
-again to replay them, with the arguments they ran with).
-
-Re-runs are new tasks. With skip_existing (the default) a re-run pays for
-nothing twice: rows that already have a prediction are skipped before the
-model is called. Windows that overlap are never run at the same time, so none
-is predicted twice by the replay itself. The model-service key comes from
-SERVICE_API_KEY, sealed for the workers with REGRESSD_SECRET or the secret
-under --data-dir, as the scheduler does for scheduled runs.
-
-TIME is RFC 3339 (2026-01-02T15:04:05Z), a date (2026-01-02), or a duration
-ago (7d, 36h). Progress goes to stderr; the summary to stdout; the exit status
-is 1 when a task failed.
-
-Flags:
-`
-
 func (c *replayCommand) flags() *flag.FlagSet {
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(c.m.Stderr)
-	c.common.existing = true
+	fs := c.m.flagSet("replay")
+	c.common.Existing = true
 	c.common.registerDataDir(fs)
 	c.common.registerBus(fs, false)
-	fs.StringVar(&c.trigger, "trigger", "", "the trigger to replay (required)")
-	fs.StringVar(&c.since, "since", "", "replay jobs published at or after TIME")
-	fs.Uint64Var(&c.fromSeq, "from-seq", 0, "replay jobs from this REGRESS_JOBS stream sequence on")
-	fs.StringVar(&c.until, "until", "", "with --since/--from-seq: only jobs published before TIME")
-	fs.StringVar(&c.start, "start", "", "backfill windows from TIME (with --end)")
-	fs.StringVar(&c.end, "end", "", "backfill windows up to TIME, exclusive (with --start)")
-	fs.StringVar(&c.step, "step", "", "with --start/--end: window length (default: the trigger's window argument)")
+	fs.StringVar(&c.req.Trigger, "trigger", "", "the trigger to replay (required)")
+	fs.StringVar(&c.req.Since, "since", "", "replay jobs published at or after TIME")
+	fs.Uint64Var(&c.req.FromSeq, "from-seq", 0, "replay jobs from this REGRESS_JOBS stream sequence on")
+	fs.StringVar(&c.req.Until, "until", "", "with --since/--from-seq: only jobs published before TIME")
+	fs.StringVar(&c.req.Start, "start", "", "backfill windows from TIME (with --end)")
+	fs.StringVar(&c.req.End, "end", "", "backfill windows up to TIME, exclusive (with --start)")
+	fs.StringVar(&c.req.Step, "step", "", "with --start/--end: window length (default: the trigger's window argument)")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "list the windows that would run; publish nothing")
-	fs.IntVar(&c.parallel, "parallel", 4, "tasks in flight at once")
-	fs.BoolVar(&c.currentArgs, "current-args", false, "re-run past jobs with the trigger's arguments of today instead of those they ran with")
+	fs.IntVar(&c.req.Parallel, "parallel", 4, "tasks in flight at once")
+	fs.BoolVar(&c.req.CurrentArgs, "current-args", false, "re-run past jobs with the trigger's arguments of today instead of those they ran with")
 	fs.BoolVar(&c.noWait, "no-wait", false, "publish every job and exit without waiting (overlapping windows may then run together)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up waiting after this long (0: wait until every task is done)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), replayUsage)
-		fs.PrintDefaults()
-	}
 	return fs
-}
-
-// replayJob is one window to run.
-type replayJob struct {
-	job    schemas.Job
-	seq    uint64 // REGRESS_JOBS sequence it came from; 0 for a range window
-	taskID string
-	sum    schemas.TaskSummary
-	err    error
 }
 
 func (c *replayCommand) Run(ctx context.Context, args []string) error {
@@ -112,48 +62,40 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("unexpected argument %q; run 'regressd replay -h'", fs.Arg(0))
 	}
 	now := time.Now().UTC()
-	history, err := c.validate()
+	if err := c.req.Check(now); err != nil {
+		return err
+	}
+	log := c.common.logger(c.m)
+	st, err := pipeline.Open(ctx, c.common.Stores, "regressd-replay", true, false, log)
 	if err != nil {
 		return err
 	}
-	if err := c.validateSpan(now); err != nil {
-		return err
-	}
-	st := &stack{log: c.common.logger(c.m)}
-	defer st.close()
-	if err := c.common.openBus(ctx, st, "regressd-replay"); err != nil {
-		return err
-	}
-	if err := c.checkTrigger(ctx, st.js, history); err != nil {
-		return err
-	}
-	var jobs []*replayJob
-	var from string
-	if history {
-		jobs, from, err = c.fromHistory(ctx, st.js, now)
-	} else {
-		jobs, _, err = c.fromRange(ctx, st.js, now)
-		from = rangeText(jobs)
-	}
+	defer st.Close()
+	windows, from, err := c.req.Windows(ctx, st.JS, now)
 	if err != nil {
 		return err
 	}
-	if len(jobs) == 0 {
-		fmt.Fprintf(c.m.Stdout, "nothing to replay: no jobs of trigger %s %s\n", c.trigger, from)
+	out := c.m.Stdout
+	if len(windows) == 0 {
+		fmt.Fprintf(out, "nothing to replay: no jobs of trigger %s %s\n", c.req.Trigger, from)
 		return nil
 	}
 	if c.dryRun {
-		fmt.Fprintf(c.m.Stdout, "would re-run %d window(s) %s (trigger %s):\n", len(jobs), from, c.trigger)
-		for _, j := range jobs {
-			fmt.Fprintf(c.m.Stdout, "  [%s, %s)%s\n", j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339), seqNote(j.seq))
+		fmt.Fprintf(out, "would re-run %d window(s) %s (trigger %s):\n", len(windows), from, c.req.Trigger)
+		for _, w := range windows {
+			fmt.Fprintf(out, "  [%s, %s)", w.Job.Start.Format(time.RFC3339), w.Job.End.Format(time.RFC3339))
+			if w.Seq > 0 {
+				fmt.Fprintf(out, "  (job at REGRESS_JOBS sequence %d)", w.Seq)
+			}
+			fmt.Fprintln(out)
 		}
 		return nil
 	}
-	seal, err := c.keySealer(st)
+	seal, err := c.keySealer(log)
 	if err != nil {
 		return err
 	}
-	pub, err := scheduler.NewPublisher(ctx, st.js, nil, nil)
+	pub, err := scheduler.NewPublisher(ctx, st.JS, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -166,235 +108,57 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	rand.Read(rid)
 	runID := "replay-" + now.Format("20060102T150405Z") + "-" + hex.EncodeToString(rid)
 	began := time.Now()
-	bar := newReplayProgress(c.m.Stderr, len(jobs))
-	c.execute(ctx, pub, jobs, runID, seal, bar)
-	bar.finish()
-	return c.summarize(jobs, from, time.Since(began))
-}
+	bar := progress.New(c.m.Stderr, "replay", len(windows), 5*time.Second)
+	written, failed := 0, 0
+	done := func(w *scheduler.ReplayWindow) {
+		written += w.Summary.Written
+		if w.Err != nil || w.Summary.Status == schemas.StatusFailed {
+			failed++
+		}
+		bar.Detail(fmt.Sprintf("%d rows written · %d failed", written, failed))
+		bar.Add(1)
+	}
+	scheduler.Replay{Trigger: c.req.Trigger, RunID: runID, Parallel: c.req.Parallel, NoWait: c.noWait, Seal: seal, Done: done}.Run(ctx, pub, windows)
+	bar.Finish()
 
-// validate checks the flag combination; history says which form it is.
-func (c *replayCommand) validate() (history bool, err error) {
-	var errs []error
-	if c.trigger == "" {
-		errs = append(errs, errors.New("--trigger is required"))
-	}
-	hist := c.since != "" || c.fromSeq > 0
-	rng := c.start != "" || c.end != ""
-	switch {
-	case hist && rng:
-		errs = append(errs, errors.New("give --since/--from-seq (past jobs) or --start/--end (new windows), not both"))
-	case !hist && !rng:
-		errs = append(errs, errors.New("say what to replay: --since TIME or --from-seq N (past jobs), or --start and --end (new windows)"))
-	case c.since != "" && c.fromSeq > 0:
-		errs = append(errs, errors.New("give --since or --from-seq, not both"))
-	case rng && (c.start == "" || c.end == ""):
-		errs = append(errs, errors.New("--start and --end go together"))
-	}
-	if c.until != "" && !hist {
-		errs = append(errs, errors.New("--until goes with --since or --from-seq"))
-	}
-	if c.step != "" && !rng {
-		errs = append(errs, errors.New("--step goes with --start and --end"))
-	}
-	if c.parallel < 1 {
-		errs = append(errs, fmt.Errorf("--parallel %d: must be at least 1", c.parallel))
-	}
-	return hist, errors.Join(errs...)
-}
-
-// validateSpan parses the times given, so a bad one is reported before the
-// bus is opened, and refuses a span that holds nothing: --until not after
-// --since, --end not after --start.
-func (c *replayCommand) validateSpan(now time.Time) error {
-	check := func(fromFlag, from, toFlag, to string) error {
-		var f, t time.Time
-		var err error
-		if from != "" {
-			if f, err = parseWhen(fromFlag, from, now); err != nil {
-				return err
-			}
-		}
-		if to != "" {
-			if t, err = parseWhen(toFlag, to, now); err != nil {
-				return err
-			}
-		}
-		if from != "" && to != "" && !f.Before(t) {
-			return fmt.Errorf("--%s %s is not before --%s %s: the span holds nothing to replay", fromFlag, f.Format(time.RFC3339), toFlag, t.Format(time.RFC3339))
-		}
-		return nil
-	}
-	if err := check("since", c.since, "until", c.until); err != nil {
-		return err
-	}
-	return check("start", c.start, "end", c.end)
-}
-
-// checkTrigger refuses a trigger that does not exist or is disabled, as the
-// engine endpoint does (404, 409). Past jobs carry the arguments they ran
-// with, so replay could run a deleted trigger's jobs; it does not, because
-// running a trigger nobody can see or switch off is not what an operator
-// who deleted or disabled it asked for.
-func (c *replayCommand) checkTrigger(ctx context.Context, js jetstream.JetStream, history bool) error {
-	store, err := scheduler.OpenStore(ctx, js)
-	if err != nil {
-		return err
-	}
-	t, err := store.Get(ctx, c.trigger)
-	switch {
-	case errors.Is(err, scheduler.ErrTriggerNotFound) && history:
-		return fmt.Errorf("trigger %q: %w (see 'regressd trigger list'); replay runs only existing triggers: a deleted trigger's past jobs stay in %s, and creating it again lets replay run them with the arguments they ran with", c.trigger, err, schemas.StreamJobs)
-	case err != nil:
-		return fmt.Errorf("trigger %q: %w (see 'regressd trigger list')", c.trigger, err)
-	case t.Disabled:
-		return fmt.Errorf("trigger %q is disabled, and replay does not run a disabled trigger; enable it with 'regressd trigger enable %s'", c.trigger, c.trigger)
-	}
-	return nil
-}
-
-// rangeText describes the windows a range was cut into: their length and
-// the range ("of 24h in [start, end)").
-func rangeText(jobs []*replayJob) string {
-	if len(jobs) == 0 {
-		return ""
-	}
-	first, last := jobs[0].job, jobs[len(jobs)-1].job
-	return fmt.Sprintf("of %s in [%s, %s)", shortDuration(first.End.Sub(first.Start)),
-		first.Start.Format(time.RFC3339), last.End.Format(time.RFC3339))
-}
-
-// shortDuration drops a duration's zero tail: 24h, 1h30m, not 24h0m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
-// execute runs the jobs, at most --parallel at once and never two whose
-// windows overlap, each published when it starts so its sealed key is fresh.
-func (c *replayCommand) execute(ctx context.Context, pub *scheduler.Publisher, jobs []*replayJob, runID string, seal func() (string, error), bar *replayProgress) {
-	type done struct{ j *replayJob }
-	finished := make(chan done)
-	var running []*replayJob
-	pending := append([]*replayJob(nil), jobs...)
-	start := func(j *replayJob) {
-		sealed, err := seal()
-		if err != nil {
-			j.err = fmt.Errorf("seal key: %w", err)
-			return
-		}
-		job := j.job
-		job.Trigger, job.DryRun, job.Origin, job.SealedKey, job.Requested = c.trigger, false, "replay", sealed, time.Now().UTC()
-		if j.taskID, _, j.err = pub.Publish(ctx, job, runID); j.err != nil {
-			return
-		}
-		if c.noWait {
-			j.sum.Status = schemas.StatusRunning
-			return
-		}
-		running = append(running, j)
-		go func() {
-			j.sum, j.err = pub.Wait(ctx, j.taskID)
-			finished <- done{j}
-		}()
-	}
-	for len(pending) > 0 || len(running) > 0 {
-		for i := 0; i < len(pending) && len(running) < c.parallel && ctx.Err() == nil; {
-			j := pending[i]
-			if overlapsAny(j, running) {
-				i++
-				continue
-			}
-			pending = append(pending[:i], pending[i+1:]...)
-			start(j)
-			if j.err != nil || c.noWait {
-				bar.add(j)
-			}
-		}
-		if len(running) == 0 {
-			if ctx.Err() != nil || len(pending) == 0 {
-				break
-			}
-			continue
-		}
-		d := <-finished
-		for i, r := range running {
-			if r == d.j {
-				running = append(running[:i], running[i+1:]...)
-				break
-			}
-		}
-		bar.add(d.j)
-	}
-	for _, j := range pending {
-		j.err = errors.New("not started: " + fmt.Sprint(ctx.Err()))
-	}
-}
-
-func overlapsAny(j *replayJob, running []*replayJob) bool {
-	for _, r := range running {
-		if j.job.Start.Before(r.job.End) && r.job.Start.Before(j.job.End) {
-			return true
-		}
-	}
-	return false
-}
-
-func seqNote(seq uint64) string {
-	if seq == 0 {
-		return ""
-	}
-	return fmt.Sprintf("  (job at REGRESS_JOBS sequence %d)", seq)
-}
-
-// summarize prints what the replay did; an error when a task failed.
-func (c *replayCommand) summarize(jobs []*replayJob, from string, took time.Duration) error {
-	counts := map[string]int{}
-	written, skippedRows := 0, 0
-	var problems []string
-	for _, j := range jobs {
-		status := j.sum.Status
-		if j.err != nil && !j.sum.Done() {
-			status = "unfinished"
-		}
-		counts[status]++
-		written += j.sum.Written
-		skippedRows += j.sum.SkippedExisting
-		window := fmt.Sprintf("[%s, %s)", j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339))
-		switch {
-		case status == "unfinished":
-			problems = append(problems, fmt.Sprintf("  %s %s: %v", orDash(j.taskID), window, j.err))
-		case status == schemas.StatusFailed || status == schemas.StatusPartial:
-			problems = append(problems, fmt.Sprintf("  %s %s %s: %s", j.taskID, window, status, j.sum.Message))
-		}
-	}
-	w := c.m.Stdout
-	fmt.Fprintf(w, "replayed trigger %s: %d window(s) %s; took %v\n", c.trigger, len(jobs), from, took.Round(time.Millisecond))
+	t := scheduler.Tally(windows)
+	fmt.Fprintf(out, "replayed trigger %s: %d window(s) %s; took %v\n", c.req.Trigger, len(windows), from, time.Since(began).Round(time.Millisecond))
 	var parts []string
-	for _, s := range []string{schemas.StatusSuccess, schemas.StatusSkipped, schemas.StatusPartial, schemas.StatusFailed, schemas.StatusRunning, "unfinished"} {
-		if counts[s] > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", s, counts[s]))
+	for _, s := range []schemas.Status{schemas.StatusSuccess, schemas.StatusSkipped, schemas.StatusPartial, schemas.StatusFailed, schemas.StatusRunning, scheduler.ReplayUnfinished} {
+		if t.Counts[s] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", s, t.Counts[s]))
 		}
 	}
-	fmt.Fprintf(w, "  %s\n  %d row(s) written; %d row(s) skipped as already predicted\n", strings.Join(parts, ", "), written, skippedRows)
+	fmt.Fprintf(out, "  %s\n  %d row(s) written; %d row(s) skipped as already predicted\n", strings.Join(parts, ", "), t.Written, t.Skipped)
 	if c.noWait {
-		fmt.Fprintln(w, "  --no-wait: tasks are running; follow them with GET /api/v3/engine/<trigger>/tasks/<task_id>")
-		for _, j := range jobs {
-			if j.taskID != "" {
-				fmt.Fprintf(w, "  %s [%s, %s)\n", j.taskID, j.job.Start.Format(time.RFC3339), j.job.End.Format(time.RFC3339))
+		fmt.Fprintln(out, "  --no-wait: tasks are running; follow them with GET /api/v3/engine/<trigger>/tasks/<task_id>")
+		for _, w := range windows {
+			if w.TaskID != "" {
+				fmt.Fprintf(out, "  %s [%s, %s)\n", w.TaskID, w.Job.Start.Format(time.RFC3339), w.Job.End.Format(time.RFC3339))
 			}
 		}
 	}
-	for _, p := range problems {
-		fmt.Fprintln(w, p)
+	for _, p := range t.Problems {
+		fmt.Fprintln(out, "  "+p)
 	}
-	if n := counts[schemas.StatusFailed] + counts["unfinished"]; n > 0 {
-		return fmt.Errorf("%d of %d replayed window(s) failed or did not finish", n, len(jobs))
+	if n := t.Failed(); n > 0 {
+		return fmt.Errorf("%d of %d replayed window(s) failed or did not finish", n, len(windows))
 	}
 	return nil
+}
+
+// keySealer seals SERVICE_API_KEY for the workers with the roles' secret;
+// without a key, jobs carry none (the built-in engine needs none; a hosted
+// gateway will refuse them).
+func (c *replayCommand) keySealer(log *slog.Logger) (func() (string, error), error) {
+	key := os.Getenv("SERVICE_API_KEY")
+	if key == "" {
+		log.Warn("SERVICE_API_KEY is not set: replayed jobs carry no model-service key (fine for the built-in engine; a hosted gateway will refuse them)")
+		return func() (string, error) { return "", nil }, nil
+	}
+	sealer, err := c.common.Sealer([]byte(os.Getenv("REGRESSD_SECRET")), false)
+	if err != nil {
+		return nil, fmt.Errorf("seal SERVICE_API_KEY: %w", err)
+	}
+	return func() (string, error) { return sealer.Seal(key, time.Hour) }, nil
 }

@@ -1,0 +1,270 @@
+package writer
+
+// Group commit: handlers queue their results; committers write what is
+// queued together, predictions and ledger in one transaction.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tsdb"
+)
+
+// pending is a decoded result waiting for a committer.
+type pending struct {
+	r    result
+	done chan outcome
+}
+
+// outcome is a result's write: its error, or the task's status after it
+// ("" when unknown: a verdict, or a result written before).
+type outcome struct {
+	status schemas.Status
+	err    error
+}
+
+// maxGroup bounds the results one transaction commits.
+const maxGroup = 16
+
+// commitLoop writes queued results a group at a time until ctx ends.
+func (w *Writer) commitLoop(ctx context.Context) {
+	for {
+		var group []*pending
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-w.queue:
+			group = append(group, p)
+		}
+	more:
+		for len(group) < maxGroup {
+			select {
+			case p := <-w.queue:
+				group = append(group, p)
+			default:
+				break more
+			}
+		}
+		for i, o := range w.applyGroup(ctx, group) {
+			group[i].done <- o
+		}
+	}
+}
+
+// write hands a result to a committer and waits for its transaction.
+func (w *Writer) write(ctx context.Context, r result) outcome {
+	p := &pending{r: r, done: make(chan outcome, 1)}
+	select {
+	case w.queue <- p:
+	case <-ctx.Done():
+		return outcome{err: ctx.Err()}
+	}
+	select {
+	case o := <-p.done:
+		return o
+	case <-ctx.Done():
+		return outcome{err: ctx.Err()}
+	}
+}
+
+// applyGroup commits a group of results in one transaction, sorting group
+// in place; the outcomes follow the sorted order. When that transaction
+// fails, each result is applied on its own, so one bad result fails alone.
+func (w *Writer) applyGroup(ctx context.Context, group []*pending) []outcome {
+	if len(group) == 1 {
+		return []outcome{w.apply(ctx, group[0].r)}
+	}
+	// One order for every transaction: two groups that share tasks then
+	// lock their ledger rows in the same order and cannot deadlock.
+	slices.SortFunc(group, func(a, b *pending) int {
+		return cmp.Or(strings.Compare(a.r.Meta.TaskID, b.r.Meta.TaskID), cmp.Compare(a.r.Batch, b.r.Batch))
+	})
+	rs := make([]result, len(group))
+	for i, p := range group {
+		rs[i] = p.r
+	}
+	statuses, err := w.commit(ctx, rs)
+	if err != nil {
+		w.log.Debug("group commit failed; writing its results one by one", "results", len(group), "err", err)
+		out := make([]outcome, len(group))
+		for i, p := range group {
+			out[i] = w.apply(ctx, p.r)
+		}
+		return out
+	}
+	out := make([]outcome, len(group))
+	for i, st := range statuses {
+		out[i].status = st
+	}
+	return out
+}
+
+// apply commits one result: predictions and ledger in one transaction.
+// Predictions an output table cannot hold (made by someone else, with a
+// shape the producer's check cannot see: a column too short, a check, rows
+// breaking the identity index) are recorded as a failed batch answering
+// 409: no retry would help, and the task must end rather than wait.
+func (w *Writer) apply(ctx context.Context, r result) outcome {
+	statuses, err := w.commit(ctx, []result{r})
+	if (errors.Is(err, tsdb.ErrIncompatible) || errors.Is(err, tsdb.ErrRefused)) && r.Status == schemas.StatusOK {
+		w.log.Error("batch not written", "task_id", r.Meta.TaskID, "batch", r.Batch, "err", err)
+		msg := err.Error()
+		if errors.Is(err, tsdb.ErrRefused) {
+			msg = fmt.Sprintf("%s: %v", tsdb.RegressedName(r.Meta.Measurement), err)
+		}
+		r.Status, r.Message, r.points, r.Code = schemas.StatusFailed, msg, nil, http.StatusConflict
+		statuses, err = w.commit(ctx, []result{r})
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.ForeignKeyViolation {
+		w.forget(r.Meta.TaskID) // the task row went away: create it again on the retry
+	}
+	if err != nil {
+		return outcome{err: err}
+	}
+	return outcome{status: statuses[0]}
+}
+
+// commit writes results in one transaction, after their tasks' ledger rows,
+// and returns for each the status its handler publishes (see applyIn).
+func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, error) {
+	if err := w.ensureTaskRows(ctx, rs); err != nil {
+		return nil, err
+	}
+	var statuses []schemas.Status
+	var ensured []string
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		var err error
+		statuses, ensured, err = w.applyIn(ctx, tx, rs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.markEnsured(ensured...) // only now: DDL rolled back with a failed transaction must run again
+	return statuses, nil
+}
+
+// ensureTaskRows creates the tasks' ledger rows, all in one round trip and
+// not in the results' transaction: inside it, every other result of a task
+// would wait on its INSERT until the whole transaction committed. It is
+// idempotent, and a task row with no batch settled yet is the truth about
+// a running task. Once a row holds its task's batches, later results need
+// not ask again. rs is sorted by task.
+func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
+	var b pgx.Batch
+	var queued []schemas.TaskMeta
+	for i, r := range rs {
+		if w.isKnown(r.Meta.TaskID) || (i > 0 && rs[i-1].Meta.TaskID == r.Meta.TaskID) {
+			continue
+		}
+		queueTask(&b, r.Meta)
+		queued = append(queued, r.Meta)
+	}
+	if len(queued) == 0 {
+		return nil
+	}
+	if err := w.pool.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("ledger task: %w", err)
+	}
+	for _, m := range queued {
+		if m.Batches > 0 {
+			w.remember(m.TaskID)
+		}
+	}
+	return nil
+}
+
+// statusCovered is the status of a result whose task's summary a later
+// result of the same transaction publishes: its handler publishes nothing.
+const statusCovered schemas.Status = "covered"
+
+// applyIn writes results (sorted by task and batch) in tx: their batches
+// claimed, their predictions (the points of one table in one COPY) and the
+// ledger update of each task. It returns the regressed tables' keys to mark
+// as ensured once tx commits, and for each result the status its handler
+// publishes: the task's status after the transaction, statusCovered where a
+// later result of the task carries it, or "" when unknown (a verdict, or a
+// result written before).
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses []schemas.Status, ensured []string, err error) {
+	fresh, err := claimBatches(ctx, tx, rs)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]*settled, len(rs))
+	var writes []tsdb.Write
+	var writers []int // the result of each write
+	ready := map[string]bool{}
+	for i, r := range rs {
+		switch {
+		case !fresh[i]:
+			w.log.Debug("result already written; redelivery ignored", "task_id", r.Meta.TaskID, "batch", r.Batch)
+			continue
+		case r.Batch < 0:
+			if err := settleVerdict(ctx, tx, r.Meta.TaskID, r.Status, r.Message, r.Code); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		out[i] = &settled{}
+		if r.Status != schemas.StatusOK {
+			continue
+		}
+		if r.Meta.DryRun {
+			out[i].preview = make([]schemas.Prediction, len(r.points))
+			for k, p := range r.points {
+				out[i].preview[k] = schemas.Prediction{Time: p.Time, Value: p.Value}
+			}
+			continue
+		}
+		series := tsdb.Series{Measurement: r.Meta.Measurement, Target: r.Meta.Target, Model: r.Meta.Model,
+			TagColumns: r.Meta.TagColumns, Tags: r.Meta.Series}
+		if key := tableKey(series); !ready[key] {
+			k, err := w.ensure(ctx, tx, series)
+			if err != nil {
+				return nil, nil, err
+			}
+			if k != "" {
+				ensured = append(ensured, k)
+			}
+			ready[key] = true
+		}
+		writes, writers = append(writes, tsdb.Write{Series: series, Points: r.points, KeepExisting: r.Meta.SkipExisting}), append(writers, i)
+	}
+	written, err := tsdb.WriteGroup(ctx, tx, writes)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, i := range writers {
+		out[i].written = written[k]
+	}
+	tasks, err := finishTasks(ctx, tx, rs, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	statuses = make([]schemas.Status, len(rs))
+	for i, r := range rs {
+		if out[i] == nil {
+			continue
+		}
+		w.log.Debug("result written", "task_id", r.Meta.TaskID, "batch", r.Batch, "status", r.Status, "written", out[i].written)
+		statuses[i] = tasks[r.Meta.TaskID]
+		for j := i + 1; j < len(rs) && rs[j].Meta.TaskID == r.Meta.TaskID; j++ {
+			if out[j] != nil && statuses[i] != schemas.StatusRunning {
+				statuses[i] = statusCovered
+				break
+			}
+		}
+	}
+	return statuses, ensured, nil
+}
