@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"context"
-	"errors"
 	"math"
 )
 
@@ -112,27 +111,22 @@ func (c *contextFit) blockCandidates(ctx context.Context, cfg modelConfig, ys []
 	for k := range h.cands {
 		h.cands[k] = make([]float64, m)
 	}
-	// Blocks are independent and each writes only its own rows.
-	errs := make([]error, blockCV)
-	if err := parallelFor(ctx, blockCV, 1, func(lo, hi int) {
-		for b := lo; b < hi; b++ {
-			a0, a1 := b*m/blockCV, (b+1)*m/blockCV
-			tr := append(append([]int(nil), rows[:a0]...), rows[a1:]...)
-			te := rows[a0:a1]
-			zt, yt := c.rowsOf(tr, ys)
-			errs[b] = c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, h.dist[a0:a1], func(k, a int, v float64) { h.cands[k][a0+a] = v })
-			lo, hi := columnRanges(zt, len(tr), c.f)
-			for a := a0; a < a1; a++ {
-				h.block[a] = b
-				i := rows[a]
-				h.beyond[a] = outsideBox(c.z[i*c.f:(i+1)*c.f], lo, hi)
-			}
+	// One block at a time: the GP solves and the held-out rows each use
+	// every core.
+	for b := range blockCV {
+		a0, a1 := b*m/blockCV, (b+1)*m/blockCV
+		tr := append(append([]int(nil), rows[:a0]...), rows[a1:]...)
+		te := rows[a0:a1]
+		zt, yt := c.rowsOf(tr, ys)
+		if err := c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, h.dist[a0:a1], func(k, a int, v float64) { h.cands[k][a0+a] = v }); err != nil {
+			return nil, err
 		}
-	}); err != nil {
-		return nil, err
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		lo, hi := columnRanges(zt, len(tr), c.f)
+		for a := a0; a < a1; a++ {
+			h.block[a] = b
+			i := rows[a]
+			h.beyond[a] = outsideBox(c.z[i*c.f:(i+1)*c.f], lo, hi)
+		}
 	}
 	h.target = make([]float64, m)
 	for a, k := range rows {

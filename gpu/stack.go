@@ -374,35 +374,34 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 	}
 	trd, _, _ := fitTrend(zt, m, f, yt)
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
-	dA, dI := newRowDists(m), newRowDists(m)
-	d2 := make([]float64, m)
-	var buf []float64
-	for a, i := range te {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		zi := c.z[i*f : (i+1)*f]
-		put(0, a, trd.eval(zi, buf))
-		dA.reset(-1)
-		dI.reset(-1)
-		for j := range m {
-			zj := zt[j*f : (j+1)*f]
-			dA.base[j] = sqDist(zi, zj, invA)
-			dI.base[j] = sqDist(zi, zj, invI)
-		}
-		if near != nil {
-			near[a] = slices.Min(dA.base)
-		}
-		for l := range layers {
-			for h := range layers[l] {
-				hd := &layers[l][h]
-				rd := dA
-				if hd.spec.metric == metricISO {
-					rd = dI
+	// Rows are independent and put writes each row's own slots.
+	return parallelFor(ctx, len(te), 8, func(lo, hi int) {
+		dA, dI := newRowDists(m), newRowDists(m)
+		d2 := make([]float64, m)
+		var buf []float64
+		for a := lo; a < hi; a++ {
+			zi := c.z[te[a]*f : (te[a]+1)*f]
+			put(0, a, trd.eval(zi, buf))
+			dA.reset(-1)
+			dI.reset(-1)
+			for j := range m {
+				zj := zt[j*f : (j+1)*f]
+				dA.base[j] = sqDist(zi, zj, invA)
+				dI.base[j] = sqDist(zi, zj, invI)
+			}
+			if near != nil {
+				near[a] = slices.Min(dA.base)
+			}
+			for l := range layers {
+				for h := range layers[l] {
+					hd := &layers[l][h]
+					rd := dA
+					if hd.spec.metric == metricISO {
+						rd = dI
+					}
+					put(1+l*headsPerLayer+h, a, headOutput64(hd, rd, d2))
 				}
-				put(1+l*headsPerLayer+h, a, headOutput64(hd, rd, d2))
 			}
 		}
-	}
-	return nil
+	})
 }
