@@ -100,6 +100,12 @@ func headOutput64(h *head, rd *rowDists, d2 []float64) float64 {
 	}
 }
 
+// minMixRows is the fewest block rows whose near ones join the near
+// readout's selection: blocks of a smaller context are a few dozen rows
+// each, predicted from a fifth fewer rows than the context has, and their
+// errors are noise the scattered rows do not have.
+const minMixRows = 200
+
 // stack chooses the readout weights over the trend and every head by how
 // well each predicts context rows it did not see. On a small context it uses
 // k-fold predictions with the hyperparameters refit in every fold, because
@@ -139,7 +145,9 @@ func (c *contextFit) stack(ctx context.Context, cfg modelConfig, ys []float64, a
 				every = append(every, a)
 			}
 		}
-		sel = near.join(blk.subset(every))
+		if len(blk.target) >= minMixRows {
+			sel = near.join(blk.subset(every))
+		}
 	}
 	w := baggedSelect(sel.cands, sel.target, cfg.bags, init, 30)
 	c.trendW = w[0]
