@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 )
@@ -65,8 +64,9 @@ type Prediction struct {
 	// Outside says the query lies outside the context: beyond the range
 	// of the context's rows in a column, or at least farOutside times as
 	// far from the nearest context row as the context's rows lie from one
-	// another. Such a query's prediction leans on the far readout and its
-	// interval widens.
+	// another. From farOutside on, a prediction leans at least half on the
+	// far readout, and its interval takes at least half of its spread from
+	// the errors made that far away. False for a constant model.
 	Outside []bool
 	// Distance is the query's distance to the nearest context row in the
 	// fitted length scales, in units of the context's own spacing (the
@@ -127,13 +127,7 @@ func (r *Regressor) PredictDetailed(ctx context.Context, Xq [][]float64, opts Pr
 				p.Outside[q] = e.outside
 				s *= c.localScale(zq[q*f:(q+1)*f], -1)
 			}
-			at := func(tau float64) float64 {
-				v := mean[q] + s*c.cal.spreadAt(tau, u)
-				if math.IsNaN(v) {
-					return mean[q]
-				}
-				return v
-			}
+			at := func(tau float64) float64 { return mean[q] + s*c.cal.spreadAt(tau, u) }
 			p.Median[q] = at(0.5)
 			if p.Quantiles != nil {
 				row := make([]float64, len(p.Taus))
