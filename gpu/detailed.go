@@ -117,6 +117,7 @@ func (r *Regressor) PredictDetailed(ctx context.Context, Xq [][]float64, opts Pr
 	}
 	f := c.f
 	err = parallelFor(ctx, nq, 16, func(lo, hi int) {
+		var buf scaleScratch
 		for q := lo; q < hi; q++ {
 			var u float64
 			s := c.pp.yScale
@@ -125,7 +126,7 @@ func (r *Regressor) PredictDetailed(ctx context.Context, Xq [][]float64, opts Pr
 				u = e.u
 				p.Distance[q] = e.dist
 				p.Outside[q] = e.outside
-				s *= c.localScale(zq[q*f:(q+1)*f], -1)
+				s *= c.localScale(zq[q*f:(q+1)*f], -1, &buf)
 			}
 			at := func(tau float64) float64 { return mean[q] + s*c.cal.spreadAt(tau, u) }
 			p.Median[q] = at(0.5)

@@ -104,9 +104,10 @@ func (c *contextFit) normalised(ctx context.Context, rows []int, target, pred []
 	out := make([]float64, len(rows))
 	f := c.f
 	err := parallelFor(ctx, len(rows), 64, func(lo, hi int) {
+		var buf scaleScratch
 		for a := lo; a < hi; a++ {
 			i := rows[a]
-			out[a] = (target[a] - pred[a]) / c.localScale(c.z[i*f:(i+1)*f], i)
+			out[a] = (target[a] - pred[a]) / c.localScale(c.z[i*f:(i+1)*f], i, &buf)
 		}
 	})
 	return out, err
@@ -130,18 +131,22 @@ func constantCalibration(yt []float64) *calibration {
 	return &calibration{near: slices.Sorted(slices.Values(yt)), global: 1}
 }
 
+// scaleScratch is localScale's working memory, one per goroutine.
+type scaleScratch struct{ d2, r2, sel []float64 }
+
 // localScale is s(x) for the standardised point x, leaving out the
 // calibration rows of canonical row skip (−1: none). A constant model's
-// scale is 1 (its calibration is the targets themselves).
-func (c *contextFit) localScale(x []float64, skip int) float64 {
+// scale is 1 (its calibration is the targets themselves). buf may be nil.
+func (c *contextFit) localScale(x []float64, skip int, buf *scaleScratch) float64 {
 	cal := c.cal
 	if c.edge == nil {
 		return 1
 	}
+	if buf == nil {
+		buf = &scaleScratch{}
+	}
 	inv := c.edge.inv
-	m := len(cal.rows)
-	d2 := make([]float64, 0, m)
-	r2 := make([]float64, 0, m)
+	d2, r2 := buf.d2[:0], buf.r2[:0]
 	for a, i := range cal.rows {
 		if i == skip {
 			continue
@@ -149,10 +154,12 @@ func (c *contextFit) localScale(x []float64, skip int) float64 {
 		d2 = append(d2, sqDist(x, c.z[i*c.f:(i+1)*c.f], inv))
 		r2 = append(r2, cal.r2[a])
 	}
+	buf.d2, buf.r2 = d2, r2
 	if len(d2) == 0 {
 		return math.Sqrt(cal.global)
 	}
-	sel := slices.Clone(d2)
+	sel := append(buf.sel[:0], d2...)
+	buf.sel = sel
 	h2 := kthSmallest(sel, min(cal.k, len(sel))-1)
 	if !(h2 > 0) {
 		h2 = math.SmallestNonzeroFloat64
@@ -162,7 +169,7 @@ func (c *contextFit) localScale(x []float64, skip int) float64 {
 		if d > 2*farExp*h2 {
 			continue
 		}
-		w := math.Exp(-0.5 * d / h2)
+		w := expNeg(-0.5 * d / h2)
 		sw += w
 		sw2 += w * w
 		swr += w * r2[j]
