@@ -291,9 +291,20 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 		return out, nil
 	}
 	f, n := c.f, c.n
+	// far: the far readout's sum, for queries away from the context
+	// (edge.go); each query's output is (1−u)·out + u·far.
+	edges, err := c.queryEdges(ctx, zq, nq)
+	if err != nil {
+		return nil, err
+	}
+	far := make([]float64, nq)
 	var buf []float64
 	for q := range nq {
-		out[q] = c.trendW * c.tr.eval(zq[q*f:(q+1)*f], buf)
+		t := c.tr.eval(zq[q*f:(q+1)*f], buf)
+		out[q] = c.trendW * t
+		if edges != nil && edges[q].u > 0 {
+			far[q] = c.farFor(edges[q]).trendW * t
+		}
 	}
 	w := len(c.anchors) / f * c.g * headWidth // a query's key slices
 	tiles := sync.Pool{New: func() any {
@@ -328,10 +339,16 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 				q := lo + t
 				for h := range c.layers[l] {
 					hd := &c.layers[l][h]
-					if hd.w == 0 {
+					wf := 0.0
+					if edges != nil && edges[q].u > 0 {
+						wf = c.farFor(edges[q]).w[l][h]
+					}
+					if hd.w == 0 && wf == 0 {
 						continue
 					}
-					out[q] += hd.w * c.headReduce(hd, h, rv, d2s[t][h*n:(h+1)*n], sel, idx)
+					o := c.headReduce(hd, h, rv, d2s[t][h*n:(h+1)*n], sel, idx)
+					out[q] += hd.w * o
+					far[q] += wf * o
 				}
 			}
 		})
@@ -341,6 +358,9 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 		}
 	}
 	for q := range out {
+		if edges != nil {
+			out[q] += edges[q].u * (far[q] - out[q])
+		}
 		out[q] = out[q]*c.pp.yScale + c.pp.yMean
 	}
 	return out, nil

@@ -30,8 +30,11 @@ type contextFit struct {
 	z          []float64 // n×f, canonical order
 	anchors    []float64 // one f-vector per block of anchorBlock rows
 	layers     [][headsPerLayer]head
-	ys         []float64  // standardised target, canonical order
-	hyper      [2]gpHyper // ARD and isotropic fits, for the solve heads
+	ys         []float64    // standardised target, canonical order
+	order      []int        // canonical row k is row order[k] of the context as given
+	edge       *edgeModel   // distances from the context and the far readout; nil: constant
+	cal        *calibration // the predictive distribution
+	hyper      [2]gpHyper   // ARD and isotropic fits, for the solve heads
 	solveChunk int
 	constant   bool // predict pp.yMean for every query
 }
@@ -77,6 +80,7 @@ func fitContext(ctx context.Context, cfg modelConfig, X [][]float64, y []float64
 	if f == 0 || n < 3 || ymin == ymax {
 		// Nothing to learn from: the mean is the best answer.
 		c.constant = true
+		c.cal = constantCalibration(yt)
 		c.f = max(f, 1)
 		c.g = (c.f + 1) / 2
 		c.z = make([]float64, n*c.f)
@@ -117,6 +121,7 @@ func fitContext(ctx context.Context, cfg modelConfig, X [][]float64, y []float64
 		solveChunk = opt.solveChunk
 	}
 	c.ys = ys
+	c.order = order
 	c.hyper = [2]gpHyper{ard, iso}
 	c.solveChunk = solveChunk
 	score := c.scoreMask(cfg)

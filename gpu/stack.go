@@ -100,65 +100,56 @@ func headOutput64(h *head, rd *rowDists, d2 []float64) float64 {
 	}
 }
 
+// minMixRows is the fewest block rows whose near ones join the near
+// readout's selection: blocks of a smaller context are a few dozen rows
+// each, predicted from a fifth fewer rows than the context has, and their
+// errors are noise the scattered rows do not have.
+const minMixRows = 200
+
 // stack chooses the readout weights over the trend and every head by how
 // well each predicts context rows it did not see. On a small context it uses
 // k-fold predictions with the hyperparameters refit in every fold, because
 // leave-one-out after tuning on the same rows flatters the tuned heads.
-// It stops with an error wrapping ctx.Err() once ctx ends.
+//
+// Rows held out in contiguous blocks (blockCandidates) join them: those
+// near the rest of the context (farness below ½; every other one, so that
+// scattered rows still lead) in the near readout, the others choose the
+// far readout (edge.go). The readouts' residuals on all of these rows
+// calibrate the predictive distribution (interval.go). It stops with an
+// error wrapping ctx.Err() once ctx ends.
 func (c *contextFit) stack(ctx context.Context, cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) error {
-	n, f := c.n, c.f
-	var cands [][]float64
-	var target []float64
-	// Sorted initialisation of the ensemble selection: the number of best
-	// heads blended before greedy steps. Small contexts blend more, since
-	// their out-of-fold scores are noisy and a broad average is safer.
-	init := 5
-	if n <= cfg.foldRows && n >= 10 {
-		init = 24
-		var err error
-		if cands, target, err = c.foldCandidates(ctx, cfg, ys, solveChunk); err != nil {
-			return err
-		}
-		tr, _, _ := fitTrend(c.z, n, f, ys)
-		c.tr = tr
-	} else {
-		var rows []int
-		for i, s := range score {
-			if s {
-				rows = append(rows, i)
-			}
-		}
-		tr, tLoo, _ := fitTrend(c.z, n, f, ys)
-		c.tr = tr
-		target = make([]float64, len(rows))
-		tc := make([]float64, len(rows))
-		for a, i := range rows {
-			target[a] = ys[i]
-			tc[a] = tLoo[i]
-		}
-		cands = append(cands, tc)
-		hc, err := c.looCandidates(ctx, rows, ard, iso)
-		if err != nil {
-			return err
-		}
-		// Heads in the fitted ARD metric carry the optimism of
-		// hyperparameters tuned on these rows: inflate their residuals by
-		// the AIC-like factor 1 + 2p/n (p = f+2 hyperparameters).
-		pen := math.Sqrt(1 + 2*float64(f+2)/float64(n))
-		k := 0
-		for l := range c.layers {
-			for h := range c.layers[l] {
-				if c.layers[l][h].spec.metric == metricARD {
-					for a := range hc[k] {
-						hc[k][a] = target[a] + (hc[k][a]-target[a])*pen
-					}
-				}
-				k++
-			}
-		}
-		cands = append(cands, hc...)
+	near, init, err := c.nearCandidates(ctx, cfg, ys, ard, iso, solveChunk, score)
+	if err != nil {
+		return err
 	}
-	w := baggedSelect(cands, target, cfg.bags, init, 30)
+	if c.edge, err = c.newEdgeModel(ctx, ard); err != nil {
+		return err
+	}
+	blk, err := c.blockCandidates(ctx, cfg, ys, ard, iso, solveChunk)
+	if err != nil {
+		return err
+	}
+	sel := near
+	var blkNear, blkFar []int
+	if blk != nil {
+		for a, d := range blk.dist {
+			if farness(d) < 0.5 {
+				blkNear = append(blkNear, a)
+			} else {
+				blkFar = append(blkFar, a)
+			}
+		}
+		var every []int
+		for k, a := range blkNear {
+			if k%2 == 0 {
+				every = append(every, a)
+			}
+		}
+		if len(blk.target) >= minMixRows {
+			sel = near.join(blk.subset(every))
+		}
+	}
+	w := baggedSelect(sel.cands, sel.target, cfg.bags, init, 30)
 	c.trendW = w[0]
 	k := 1
 	for l := range c.layers {
@@ -167,7 +158,67 @@ func (c *contextFit) stack(ctx context.Context, cfg modelConfig, ys []float64, a
 			k++
 		}
 	}
-	return nil
+	if blk != nil {
+		c.edge.fitFar(cfg, blk, blkFar, init)
+	}
+	return c.calibrate(ctx, near, blk)
+}
+
+// nearCandidates is every candidate's out-of-sample prediction of scattered
+// context rows: leave-one-out on the scored rows, or k-fold with refit
+// hyperparameters on a small context (with the larger sorted
+// initialisation it returns). It also fits the trend.
+func (c *contextFit) nearCandidates(ctx context.Context, cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) (*heldOut, int, error) {
+	n, f := c.n, c.f
+	tr, tLoo, _ := fitTrend(c.z, n, f, ys)
+	c.tr = tr
+	// Sorted initialisation of the ensemble selection: the number of best
+	// heads blended before greedy steps. Small contexts blend more, since
+	// their out-of-fold scores are noisy and a broad average is safer.
+	if n <= cfg.foldRows && n >= 10 {
+		cands, target, err := c.foldCandidates(ctx, cfg, ys, solveChunk)
+		if err != nil {
+			return nil, 0, err
+		}
+		rows := make([]int, n)
+		for i := range rows {
+			rows[i] = i
+		}
+		return &heldOut{cands: cands, target: target, rows: rows}, 24, nil
+	}
+	var rows []int
+	for i, s := range score {
+		if s {
+			rows = append(rows, i)
+		}
+	}
+	target := make([]float64, len(rows))
+	tc := make([]float64, len(rows))
+	for a, i := range rows {
+		target[a] = ys[i]
+		tc[a] = tLoo[i]
+	}
+	cands := [][]float64{tc}
+	hc, err := c.looCandidates(ctx, rows, ard, iso)
+	if err != nil {
+		return nil, 0, err
+	}
+	// Heads in the fitted ARD metric carry the optimism of
+	// hyperparameters tuned on these rows: inflate their residuals by
+	// the AIC-like factor 1 + 2p/n (p = f+2 hyperparameters).
+	pen := math.Sqrt(1 + 2*float64(f+2)/float64(n))
+	k := 0
+	for l := range c.layers {
+		for h := range c.layers[l] {
+			if c.layers[l][h].spec.metric == metricARD {
+				for a := range hc[k] {
+					hc[k][a] = target[a] + (hc[k][a]-target[a])*pen
+				}
+			}
+			k++
+		}
+	}
+	return &heldOut{cands: append(cands, hc...), target: target, rows: rows}, 5, nil
 }
 
 // stackPairs bounds scored rows × context rows in the readout's scoring.
@@ -288,56 +339,77 @@ func (c *contextFit) foldCandidates(ctx context.Context, cfg modelConfig, ys []f
 // foldPredict fills out's rows of fold fo (rows i ≡ fo mod folds) from a
 // model fitted, hyperparameters included, on the other folds.
 func (c *contextFit) foldPredict(ctx context.Context, cfg modelConfig, ys []float64, solveChunk, folds, fo int, out [][]float64) error {
-	n, f := c.n, c.f
 	var tr, te []int
-	for i := range n {
+	for i := range c.n {
 		if i%folds == fo {
 			te = append(te, i)
 		} else {
 			tr = append(tr, i)
 		}
 	}
+	zt, yt := c.rowsOf(tr, ys)
 	m := len(tr)
-	zt := make([]float64, m*f)
-	yt := make([]float64, m)
-	for a, i := range tr {
-		copy(zt[a*f:(a+1)*f], c.z[i*f:(i+1)*f])
-		yt[a] = ys[i]
-	}
-	ard := fitGP(ctx, zt, m, f, yt, cfg.gp)
+	ard := fitGP(ctx, zt, m, c.f, yt, cfg.gp)
 	iso := ard
 	if cfg.isoGP {
-		iso = fitGPIso(ctx, zt, m, f, yt, cfg.gp)
+		iso = fitGPIso(ctx, zt, m, c.f, yt, cfg.gp)
 	}
+	return c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, nil, func(k, a int, v float64) { out[k][te[a]] = v })
+}
+
+// rowsOf copies the canonical rows idx of z and of y.
+func (c *contextFit) rowsOf(idx []int, y []float64) ([]float64, []float64) {
+	f := c.f
+	zt := make([]float64, len(idx)*f)
+	yt := make([]float64, len(idx))
+	for a, i := range idx {
+		copy(zt[a*f:(a+1)*f], c.z[i*f:(i+1)*f])
+		yt[a] = y[i]
+	}
+	return zt, yt
+}
+
+// heldOutPredict fits the trend and every head on the rows (zt, yt) with
+// the hyperparameters ard and iso, and calls put(k, a, v) with candidate
+// k's prediction v of the held-out canonical row te[a] (k = 0 the trend,
+// 1 + l·H + h head h of layer l).
+func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt []float64, te []int, ard, iso gpHyper, solveChunk int, near []float64, put func(k, a int, v float64)) error {
+	f := c.f
+	m := len(yt)
 	layers, err := buildHeads(ctx, cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
 	if err != nil {
 		return err
 	}
 	trd, _, _ := fitTrend(zt, m, f, yt)
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
-	dA, dI := newRowDists(m), newRowDists(m)
-	d2 := make([]float64, m)
-	var buf []float64
-	for _, i := range te {
-		zi := c.z[i*f : (i+1)*f]
-		out[0][i] = trd.eval(zi, buf)
-		dA.reset(-1)
-		dI.reset(-1)
-		for j := range m {
-			zj := zt[j*f : (j+1)*f]
-			dA.base[j] = sqDist(zi, zj, invA)
-			dI.base[j] = sqDist(zi, zj, invI)
-		}
-		for l := range layers {
-			for h := range layers[l] {
-				hd := &layers[l][h]
-				rd := dA
-				if hd.spec.metric == metricISO {
-					rd = dI
+	// Rows are independent and put writes each row's own slots.
+	return parallelFor(ctx, len(te), 8, func(lo, hi int) {
+		dA, dI := newRowDists(m), newRowDists(m)
+		d2 := make([]float64, m)
+		var buf []float64
+		for a := lo; a < hi; a++ {
+			zi := c.z[te[a]*f : (te[a]+1)*f]
+			put(0, a, trd.eval(zi, buf))
+			dA.reset(-1)
+			dI.reset(-1)
+			for j := range m {
+				zj := zt[j*f : (j+1)*f]
+				dA.base[j] = sqDist(zi, zj, invA)
+				dI.base[j] = sqDist(zi, zj, invI)
+			}
+			if near != nil {
+				near[a] = slices.Min(dA.base)
+			}
+			for l := range layers {
+				for h := range layers[l] {
+					hd := &layers[l][h]
+					rd := dA
+					if hd.spec.metric == metricISO {
+						rd = dI
+					}
+					put(1+l*headsPerLayer+h, a, headOutput64(hd, rd, d2))
 				}
-				out[1+l*headsPerLayer+h][i] = headOutput64(hd, rd, d2)
 			}
 		}
-	}
-	return nil
+	})
 }

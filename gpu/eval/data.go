@@ -6,7 +6,10 @@ package eval
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
 	"encoding/csv"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +31,9 @@ type Dataset struct {
 	Y        []float64
 	// Test[s][i] is true when row i is a test row of split s.
 	Test [][]bool
+	// SHA256 is the hex digest of the CSV file, which recorded baselines
+	// name so that they apply only to the data they were computed on.
+	SHA256 string
 	// Notes say how the data was read where it was not plain (stray text
 	// in a numeric column).
 	Notes []string
@@ -42,11 +48,21 @@ type manifestEntry struct {
 	TimeColumn *string  `json:"time_column"`
 }
 
-// Load reads every *.csv in dir with its split file. Without a manifest entry
-// the last column is the target and every other column except one named
-// "time" is a feature. A feature column holding text is one-hot encoded
-// (Dataset.Features then names its indicators "column=value").
-func Load(dir string) ([]Dataset, error) {
+// Load reads every *.csv in dir with its split file (LoadFolds with
+// FoldsRandom).
+func Load(dir string) ([]Dataset, error) { return LoadFolds(dir, FoldsRandom) }
+
+// LoadFolds reads every *.csv in dir with the folds of kind: the fixed
+// splits of splits/<name>.csv (FoldsRandom), or five contiguous blocks of
+// rows in file order (FoldsBlocks, which needs no split file). Without a
+// manifest entry the last column is the target and every other column
+// except one named "time" is a feature. A feature column holding text is
+// one-hot encoded (Dataset.Features then names its indicators
+// "column=value").
+func LoadFolds(dir string, kind Folds) ([]Dataset, error) {
+	if err := kind.Validate(); err != nil {
+		return nil, err
+	}
 	st, err := os.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
@@ -77,7 +93,7 @@ func Load(dir string) ([]Dataset, error) {
 	var out []Dataset
 	for _, f := range files {
 		base := filepath.Base(f)
-		d, err := loadOne(dir, base, manifest[base])
+		d, err := loadOne(dir, base, manifest[base], kind)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", base, err)
 		}
@@ -86,13 +102,17 @@ func Load(dir string) ([]Dataset, error) {
 	return out, nil
 }
 
-func readCSV(path string) ([]string, [][]string, error) {
+func readCSVFile(path string) ([]string, [][]string, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer fh.Close()
-	br := bufio.NewReader(fh)
+	return readCSV(fh)
+}
+
+func readCSV(in io.Reader) ([]string, [][]string, error) {
+	br := bufio.NewReader(in)
 	if bom, err := br.Peek(3); err == nil && string(bom) == "\ufeff" {
 		br.Discard(3) // a UTF-8 byte order mark, as spreadsheets write
 	}
@@ -118,8 +138,12 @@ func readCSV(path string) ([]string, [][]string, error) {
 	return header, rows, nil
 }
 
-func loadOne(dir, file string, m manifestEntry) (Dataset, error) {
-	header, rows, err := readCSV(filepath.Join(dir, file))
+func loadOne(dir, file string, m manifestEntry, kind Folds) (Dataset, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return Dataset{}, err
+	}
+	header, rows, err := readCSV(bytes.NewReader(raw))
 	if err != nil {
 		return Dataset{}, err
 	}
@@ -127,7 +151,8 @@ func loadOne(dir, file string, m manifestEntry) (Dataset, error) {
 	for i, h := range header {
 		col[strings.TrimSpace(h)] = i
 	}
-	d := Dataset{Name: strings.TrimSuffix(file, ".csv"), Features: m.Features, Target: m.Target}
+	sum := sha256.Sum256(raw)
+	d := Dataset{Name: strings.TrimSuffix(file, ".csv"), Features: m.Features, Target: m.Target, SHA256: hex.EncodeToString(sum[:])}
 	if d.Target == "" {
 		d.Target = header[len(header)-1]
 		d.Features = nil
@@ -182,8 +207,12 @@ func loadOne(dir, file string, m manifestEntry) (Dataset, error) {
 	if len(d.X) == 0 {
 		return Dataset{}, errors.New("no data rows")
 	}
-	d.Test, err = loadSplits(filepath.Join(dir, "splits", file), len(d.X))
-	if err != nil {
+	if kind == FoldsBlocks {
+		if len(d.X) < blockFolds {
+			return Dataset{}, fmt.Errorf("%d rows cannot make %d blocks", len(d.X), blockFolds)
+		}
+		d.Test = BlockFolds(len(d.X), blockFolds)
+	} else if d.Test, err = loadSplits(filepath.Join(dir, "splits", file), len(d.X)); err != nil {
 		return Dataset{}, err
 	}
 	// R² compares errors with the test targets' spread: a split without
@@ -319,7 +348,7 @@ func cell(rec []string, i int) (float64, error) {
 }
 
 func loadSplits(path string, rows int) ([][]bool, error) {
-	header, recs, err := readCSV(path)
+	header, recs, err := readCSVFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("split file: %w", err)
 	}
@@ -351,32 +380,4 @@ func loadSplits(path string, rows int) ([][]bool, error) {
 		return nil, fmt.Errorf("split file %s has no split columns", path)
 	}
 	return test, nil
-}
-
-// Baselines maps dataset → model → score, with the suite means per model.
-type Baselines struct {
-	Datasets  map[string]map[string]Score `json:"datasets"`
-	SuiteMean map[string]float64          `json:"suite_mean_r2"`
-}
-
-// Score is a mean R² and RMSE over the splits.
-type Score struct {
-	R2   float64 `json:"r2"`
-	RMSE float64 `json:"rmse"`
-}
-
-// LoadBaselines reads dir/baselines.json; a missing file gives nil, nil.
-func LoadBaselines(dir string) (*Baselines, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "baselines.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var bl Baselines
-	if err := json.Unmarshal(b, &bl); err != nil {
-		return nil, fmt.Errorf("baselines.json: %w", err)
-	}
-	return &bl, nil
 }

@@ -1,0 +1,137 @@
+package gpu
+
+import (
+	"context"
+	"math"
+)
+
+// heldOut is every readout candidate's prediction of context rows it did
+// not see: cands[k][a] for row rows[a] (canonical order), whose target is
+// target[a]; k = 0 is the trend and 1 + l·H + h head h of layer l.
+type heldOut struct {
+	cands  [][]float64
+	target []float64
+	rows   []int
+	// dist is, for rows held out in blocks, the distance from the row to
+	// the nearest row the candidates were fitted on, in spreads (edge.go);
+	// nil for scattered rows.
+	dist []float64
+	// block is the held-out block of each row, and beyond whether it lies
+	// outside the range of the rows it was predicted from (nil for
+	// scattered rows).
+	block  []int
+	beyond []bool
+}
+
+// subset is the rows idx of h.
+func (h *heldOut) subset(idx []int) *heldOut {
+	out := &heldOut{cands: make([][]float64, len(h.cands))}
+	for k := range h.cands {
+		out.cands[k] = pick(h.cands[k], idx)
+	}
+	out.target = pick(h.target, idx)
+	for _, a := range idx {
+		out.rows = append(out.rows, h.rows[a])
+		if h.dist != nil {
+			out.dist = append(out.dist, h.dist[a])
+			out.block = append(out.block, h.block[a])
+			out.beyond = append(out.beyond, h.beyond[a])
+		}
+	}
+	return out
+}
+
+// join is h's rows then o's (their distances are dropped).
+func (h *heldOut) join(o *heldOut) *heldOut {
+	out := &heldOut{cands: make([][]float64, len(h.cands))}
+	for k := range h.cands {
+		out.cands[k] = append(append([]float64(nil), h.cands[k]...), o.cands[k]...)
+	}
+	out.target = append(append([]float64(nil), h.target...), o.target...)
+	out.rows = append(append([]int(nil), h.rows...), o.rows...)
+	return out
+}
+
+// blend is, for each row, the candidates weighted by w (one weight per
+// candidate; candidates past len(w) weigh 0).
+func (h *heldOut) blend(w []float64) []float64 {
+	out := make([]float64, len(h.target))
+	for k, wk := range w {
+		if wk == 0 {
+			continue
+		}
+		for a, v := range h.cands[k] {
+			out[a] += wk * v
+		}
+	}
+	return out
+}
+
+func pick(v []float64, idx []int) []float64 {
+	out := make([]float64, len(idx))
+	for a, i := range idx {
+		out[a] = v[i]
+	}
+	return out
+}
+
+// blockCV is how many contiguous blocks of the context, in the order its
+// rows were given, the block cross-validation holds out in turn.
+const blockCV = 5
+
+// blockCVRows caps the rows the block cross-validation uses: a larger
+// context is thinned to this many rows spread over it, in order.
+const blockCVRows = 2000
+
+// blockCandidates is the trend's and each head's prediction of the rows of
+// each contiguous block of the context (in the order the rows were given)
+// from the heads rebuilt on the other blocks with the context's
+// hyperparameters: how well each extrapolates into a run of missing rows,
+// which leave-one-out on scattered rows cannot tell when neighbouring rows
+// are alike (a time series). Rows given in no particular order make
+// blocks that are scattered rows like any others. Nil when the context has
+// too few rows for blocks. It stops with an error wrapping ctx.Err() once
+// ctx ends.
+func (c *contextFit) blockCandidates(ctx context.Context, cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int) (*heldOut, error) {
+	n := c.n
+	pos := make([]int, n) // canonical index of the context's i-th row
+	for k, i := range c.order {
+		pos[i] = k
+	}
+	var rows []int
+	for _, i := range scoreRows(n, blockCVRows) {
+		rows = append(rows, pos[i])
+	}
+	m := len(rows)
+	if m < 4*blockCV {
+		return nil, nil
+	}
+	nh := len(c.layers) * headsPerLayer
+	h := &heldOut{cands: make([][]float64, nh+1), rows: rows, dist: make([]float64, m), block: make([]int, m), beyond: make([]bool, m)}
+	for k := range h.cands {
+		h.cands[k] = make([]float64, m)
+	}
+	// One block at a time: the GP solves and the held-out rows each use
+	// every core.
+	for b := range blockCV {
+		a0, a1 := b*m/blockCV, (b+1)*m/blockCV
+		tr := append(append([]int(nil), rows[:a0]...), rows[a1:]...)
+		te := rows[a0:a1]
+		zt, yt := c.rowsOf(tr, ys)
+		if err := c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, h.dist[a0:a1], func(k, a int, v float64) { h.cands[k][a0+a] = v }); err != nil {
+			return nil, err
+		}
+		lo, hi := columnRanges(zt, len(tr), c.f)
+		for a := a0; a < a1; a++ {
+			h.block[a] = b
+			i := rows[a]
+			h.beyond[a] = outsideBox(c.z[i*c.f:(i+1)*c.f], lo, hi)
+		}
+	}
+	h.target = make([]float64, m)
+	for a, k := range rows {
+		h.target[a] = ys[k]
+		h.dist[a] = math.Sqrt(h.dist[a]) / c.edge.spread
+	}
+	return h, nil
+}
