@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/httpjson"
 )
 
 // Server serves POST /predict. It is safe for concurrent use.
@@ -386,24 +387,10 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 
 func writeJSON(w http.ResponseWriter, status int, v any) { WriteJSON(w, status, v, "") }
 
-// WriteJSON answers v as JSON with status, indented by indent ("" for
-// none): encoded whole before the header goes (a value that cannot be
-// encoded answers 500), HTML left unescaped (messages quote <key>; this is
-// not HTML), with its Content-Length. regressd's HTTP APIs answer with it.
+// WriteJSON answers v as JSON with status, indented by indent: see
+// httpjson.Write.
 func WriteJSON(w http.ResponseWriter, status int, v any, indent string) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", indent)
-	if err := enc.Encode(v); err != nil {
-		status = http.StatusInternalServerError
-		buf.Reset()
-		buf.WriteString(`{"error":"internal error: response encoding","message":"internal error: response encoding","code":"internal"}` + "\n")
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	httpjson.Write(w, status, v, indent)
 }
 
 func newRequestID() string {

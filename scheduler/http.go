@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/regressd/regressd/gateway"
+	"github.com/regressd/regressd/httpjson"
 	"github.com/regressd/regressd/schemas"
 )
 
@@ -399,7 +399,7 @@ func writeFailed(w http.ResponseWriter, status int, taskID, msg string) {
 	writeJSON(w, status, body)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) { gateway.WriteJSON(w, status, v, "  ") }
+func writeJSON(w http.ResponseWriter, status int, v any) { httpjson.Write(w, status, v, "  ") }
 
 // logger for a task: every line carries the task id.
 func (s *Scheduler) taskLog(taskID string) *slog.Logger { return s.log.With("task_id", taskID) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/regressd/regressd/gpu"
 	"github.com/regressd/regressd/gpu/eval"
+	"github.com/regressd/regressd/progress"
 )
 
 // evalCommand scores a built-in model on a folder of datasets.
@@ -48,35 +49,6 @@ Progress goes to stderr.
 
 Flags:
 `
-
-// evalJSON is the --json output.
-type evalJSON struct {
-	Model       string            `json:"model"`
-	Folds       string            `json:"folds"`
-	SuiteMeanR2 float64           `json:"suite_mean_r2"`
-	Datasets    []evalDatasetJSON `json:"datasets"`
-	// SuiteCoverage80 is the mean over datasets of the 80% intervals'
-	// coverage; SuiteScoreRatio the mean of the per-dataset interval-score
-	// ratios (ours / the quantile baseline's) and ScoreBelowBaseline on how
-	// many datasets ours is the lower.
-	SuiteCoverage80    float64            `json:"suite_coverage80"`
-	SuiteScoreRatio    *float64           `json:"suite_interval_score_ratio,omitempty"`
-	ScoreBelowBaseline *int               `json:"interval_score_below_baseline,omitempty"`
-	BaselineSuiteMean  map[string]float64 `json:"baseline_suite_mean_r2,omitempty"`
-	BaselinesFrom      string             `json:"baselines_from,omitempty"`
-	Seconds            float64            `json:"seconds"`
-}
-
-type evalDatasetJSON struct {
-	eval.DatasetResult
-	Baselines         map[string]eval.Score `json:"baselines,omitempty"`
-	BaselineIntervals *eval.IntervalScore   `json:"baseline_intervals_80,omitempty"`
-	// ScoreRatio is our interval score over the quantile baseline's.
-	ScoreRatio *float64 `json:"interval_score_ratio,omitempty"`
-}
-
-// evalQuantiles are the levels eval asks for: the central 80% interval.
-var evalQuantiles = []float64{0.1, 0.9}
 
 func (c *evalCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
@@ -124,72 +96,26 @@ func (c *evalCommand) Run(ctx context.Context, args []string) error {
 		bl.SuiteMean = nil
 	}
 	start := time.Now()
-	predict := func(X [][]float64, y []float64, Xq [][]float64) (eval.Prediction, error) {
-		r, err := gpu.NewRegressor(*model)
-		if err != nil {
-			return eval.Prediction{}, err
+	var bar *progress.Bar
+	res, err := eval.RunDetailed(ctx, ds, eval.Engine(ctx, *model), func(done, total int, dataset string) {
+		if bar == nil {
+			bar = progress.New(c.m.Stderr, "eval", total, 10*time.Second)
 		}
-		defer r.Close()
-		if err := r.Fit(ctx, X, y); err != nil {
-			return eval.Prediction{}, err
-		}
-		p, err := r.PredictDetailed(ctx, Xq, gpu.PredictOptions{Quantiles: evalQuantiles})
-		if err != nil {
-			return eval.Prediction{}, err
-		}
-		out := eval.Prediction{Point: p.Mean, Outside: p.Outside, Lower: make([]float64, len(Xq)), Upper: make([]float64, len(Xq))}
-		for q, row := range p.Quantiles {
-			out.Lower[q], out.Upper[q] = row[0], row[1]
-		}
-		return out, nil
+		bar.Detail(dataset)
+		bar.Set(done)
+	})
+	if bar != nil {
+		bar.Finish()
 	}
-	bar := progressBar(c.m.Stderr, start)
-	res, err := eval.RunDetailed(ctx, ds, predict, bar)
-	fmt.Fprintln(c.m.Stderr)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	out := evalReport(res, bl, *model, kind)
+	out := eval.NewReport(res, bl, *model, kind)
 	out.Seconds = time.Since(start).Seconds()
 	if *asJSON {
 		enc := json.NewEncoder(c.m.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	return printEval(c.m.Stdout, out)
-}
-
-// evalReport joins the engine's scores with the baselines.
-func evalReport(res eval.Result, bl *eval.Baselines, model string, kind eval.Folds) evalJSON {
-	out := evalJSON{Model: model, Folds: string(kind), SuiteMeanR2: res.SuiteMeanR2, SuiteCoverage80: res.SuiteCoverage80}
-	var ratios float64
-	var nRatios, below int
-	for _, d := range res.Datasets {
-		dj := evalDatasetJSON{DatasetResult: d}
-		if bl != nil {
-			dj.Baselines = bl.Datasets[d.Name]
-			if b, ok := bl.Intervals.Datasets[d.Name]; ok && d.Intervals != nil {
-				dj.BaselineIntervals = &b
-				if b.Score > 0 {
-					r := d.Intervals.Score / b.Score
-					dj.ScoreRatio = &r
-					ratios += r
-					nRatios++
-					if r < 1 {
-						below++
-					}
-				}
-			}
-		}
-		out.Datasets = append(out.Datasets, dj)
-	}
-	if nRatios > 0 {
-		m := ratios / float64(nRatios)
-		out.SuiteScoreRatio, out.ScoreBelowBaseline = &m, &below
-	}
-	if bl != nil {
-		out.BaselineSuiteMean = bl.SuiteMean
-		out.BaselinesFrom = bl.Source
-	}
-	return out
+	return out.WriteText(c.m.Stdout)
 }

@@ -1,4 +1,4 @@
-package main
+package eval
 
 import (
 	"fmt"
@@ -6,15 +6,12 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
-
-	"github.com/regressd/regressd/gpu/eval"
 )
 
-// printEval writes three tables: per dataset the engine's R² and RMSE
+// WriteText writes three tables: per dataset the engine's R² and RMSE
 // beside each baseline's R²; each fold's R² beside the best baseline of
 // that fold; the 80% intervals beside the quantile baseline's.
-func printEval(w io.Writer, out evalJSON) error {
+func (out Report) WriteText(w io.Writer) error {
 	names := map[string]bool{}
 	for _, d := range out.Datasets {
 		for k := range d.Baselines {
@@ -73,7 +70,7 @@ func printEval(w io.Writer, out evalJSON) error {
 
 // printFolds writes one row per dataset: each fold's R², and the best
 // baseline's R² on that fold where the baselines have per-fold figures.
-func printFolds(w io.Writer, out evalJSON) error {
+func printFolds(w io.Writer, out Report) error {
 	folds := 0
 	for _, d := range out.Datasets {
 		folds = max(folds, len(d.SplitR2))
@@ -99,7 +96,7 @@ func printFolds(w io.Writer, out evalJSON) error {
 }
 
 // bestOnFold is the baseline with the highest R² on fold f.
-func bestOnFold(bl map[string]eval.Score, f int) (string, float64, bool) {
+func bestOnFold(bl map[string]Score, f int) (string, float64, bool) {
 	name, best, ok := "", 0.0, false
 	for k, s := range bl {
 		if f < len(s.FoldR2) && (!ok || s.FoldR2[f] > best || s.FoldR2[f] == best && k < name) {
@@ -111,7 +108,7 @@ func bestOnFold(bl map[string]eval.Score, f int) (string, float64, bool) {
 
 // printIntervals writes the 80% intervals' coverage, width and interval
 // score per dataset beside the quantile baseline's, and the suite line.
-func printIntervals(w io.Writer, out evalJSON) error {
+func printIntervals(w io.Writer, out Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "dataset\tcoverage\twidth\tscore\tbaseline coverage\tbaseline score\tratio\toutside\t")
 	dash := func(ok bool, format string, v float64) string {
@@ -123,10 +120,10 @@ func printIntervals(w io.Writer, out evalJSON) error {
 	for _, d := range out.Datasets {
 		iv, bi := d.Intervals, d.BaselineIntervals
 		if iv == nil {
-			iv = &eval.IntervalScore{}
+			iv = &IntervalScore{}
 		}
 		if bi == nil {
-			bi = &eval.IntervalScore{}
+			bi = &IntervalScore{}
 		}
 		ratio := 0.0
 		if d.ScoreRatio != nil {
@@ -157,18 +154,4 @@ func printIntervals(w io.Writer, out evalJSON) error {
 		fmt.Fprintf(w, "interval score below the baseline's on %d of %d datasets\n", *out.ScoreBelowBaseline, n)
 	}
 	return nil
-}
-
-// progressBar draws "[=====>    ] done/total dataset" on w, rewriting the
-// line in place.
-func progressBar(w io.Writer, start time.Time) eval.Progress {
-	const width = 30
-	return func(done, total int, dataset string) {
-		fill := width * done / max(total, 1)
-		bar := strings.Repeat("=", fill)
-		if fill < width {
-			bar += ">" + strings.Repeat(" ", width-fill-1)
-		}
-		fmt.Fprintf(w, "\r[%s] %d/%d %-18s %5.1fs", bar, done, total, dataset, time.Since(start).Seconds())
-	}
 }
