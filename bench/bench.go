@@ -271,18 +271,31 @@ func (c *runner) run(ctx context.Context, bp *benchPipeline) (*Report, error) {
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	var copies, trivials []phaseResult
+	var copies, copies2, trivials []phaseResult
 	var trivialNames []string
 	for round := range c.Rounds {
 		if err := truncateOutputs(ctx, st.Pool, tables); err != nil {
 			return nil, err
 		}
-		var cp phaseResult
+		var cp, cp2 phaseResult
 		if err := c.measure(rep, fmt.Sprintf("raw COPY %d/%d", round+1, c.Rounds), len(tasks), func(b *progress.Bar) (*phaseResult, error) {
 			var err error
-			cp, err = rawCopy(ctx, st.Pool, tasks, c.Model, b)
+			cp, err = rawCopy(ctx, st.Pool, tasks, c.Model, 1, b)
 			return &cp, err
 		}); err != nil {
+			return nil, err
+		}
+		if err := truncateOutputs(ctx, st.Pool, tables); err != nil {
+			return nil, err
+		}
+		if err := c.measure(rep, fmt.Sprintf("raw COPY, 2 conns %d/%d", round+1, c.Rounds), len(tasks), func(b *progress.Bar) (*phaseResult, error) {
+			var err error
+			cp2, err = rawCopy(ctx, st.Pool, tasks, c.Model, 2, b)
+			return &cp2, err
+		}); err != nil {
+			return nil, err
+		}
+		if err := truncateOutputs(ctx, st.Pool, tables); err != nil {
 			return nil, err
 		}
 		names, err := bp.triggers(ctx, fmt.Sprintf("b%s_t%d", tag, round), tasks, features, worker.BenchModel, c.TrainRows, c.BatchSize)
@@ -298,13 +311,13 @@ func (c *runner) run(ctx context.Context, bp *benchPipeline) (*Report, error) {
 		}); err != nil {
 			return nil, err
 		}
-		copies, trivials = append(copies, cp), append(trivials, pr.phaseResult)
+		copies, copies2, trivials = append(copies, cp), append(copies2, cp2), append(trivials, pr.phaseResult)
 		rep.PipelineTrivial.BusBytes += pr.BusBytes
 		rep.PipelineTrivial.FailedTasks += pr.FailedTasks
-		rep.Rounds = append(rep.Rounds, benchRound{cp.RowsPerSec, pr.RowsPerSec, ratio(pr.RowsPerSec, cp.RowsPerSec)})
+		rep.Rounds = append(rep.Rounds, benchRound{cp.RowsPerSec, cp2.RowsPerSec, pr.RowsPerSec, ratio(pr.RowsPerSec, cp.RowsPerSec), ratio(pr.RowsPerSec, cp2.RowsPerSec)})
 	}
 	stopProfile()
-	rep.RawCopy, rep.PipelineTrivial.phaseResult = combine(copies), combine(trivials)
+	rep.RawCopy, rep.RawCopy2, rep.PipelineTrivial.phaseResult = combine(copies), combine(copies2), combine(trivials)
 	rep.PipelineTrivial.BusBytesPerTask = ratio(float64(rep.PipelineTrivial.BusBytes), float64(rep.PipelineTrivial.Tasks))
 
 	if err := c.measure(rep, "raw read", len(tasks), func(b *progress.Bar) (*phaseResult, error) {

@@ -44,14 +44,14 @@ func TestBenchJSON(t *testing.T) {
 	for _, key := range []string{
 		"command", "model", "cpus", "config.rounds", "tasks", "prediction_rows", "engine_prediction_rows",
 		"batches_per_task", "context_rows_per_task", "peak_rss_scope",
-		"raw_copy.rows_per_sec", "raw_read.rows_per_sec", "direct_loop.rows_per_sec", "direct_loop.sent_bytes_per_task",
+		"raw_copy.rows_per_sec", "raw_copy_2conn.rows_per_sec", "raw_read.rows_per_sec", "direct_loop.rows_per_sec", "direct_loop.sent_bytes_per_task",
 		"direct_loop.context_bytes_per_task", "direct_loop.engine_seconds",
 		"pipeline_trivial.rows_per_sec", "pipeline_trivial.tasks_per_sec", "pipeline_trivial.task_latency_p50_ms",
 		"pipeline_trivial.task_latency_p99_ms", "pipeline_trivial.bus_bytes_per_task", "pipeline_trivial.peak_rss_bytes",
 		"pipeline_trivial.cpu_seconds", "pipeline_engine.rows_per_sec", "pipeline_engine.bus_bytes_per_task",
 		"webhook.trivial_p50_ms", "webhook.engine_p50_ms", "webhook.engine_own_p50_ms", "webhook.overhead_p50_ms",
-		"ratios.pipeline_trivial_vs_raw_copy", "ratios.pipeline_engine_vs_direct_loop",
-		"ratios.bus_bytes_vs_direct_sent_bytes", "ratios.bus_bytes_vs_direct_context_bytes",
+		"ratios.pipeline_trivial_vs_raw_copy", "ratios.pipeline_trivial_vs_raw_copy_2conn", "ratios.pipeline_trivial_cpu_ms_per_task",
+		"ratios.pipeline_engine_vs_direct_loop", "ratios.bus_bytes_vs_direct_sent_bytes", "ratios.bus_bytes_vs_direct_context_bytes",
 		"soak.tasks", "soak.rss_growth_bytes_per_min", "soak.retained_rss_growth_bytes_per_min",
 		"soak.retained_rss_growth_se_bytes_per_min", "soak.goroutines_last",
 	} {
@@ -70,7 +70,7 @@ func TestBenchJSON(t *testing.T) {
 	}
 	// Every phase writes every gap it was given: two rounds of 1 and 3.
 	for key, want := range map[string]float64{
-		"raw_copy.rows": 2 * gaps, "pipeline_trivial.rows": 2 * gaps,
+		"raw_copy.rows": 2 * gaps, "raw_copy_2conn.rows": 2 * gaps, "pipeline_trivial.rows": 2 * gaps,
 		"direct_loop.rows": num("engine_prediction_rows"), "pipeline_trivial.failed_tasks": 0,
 		"raw_read.rows": 3 * 160, "webhook.runs": 2,
 	} {
@@ -83,14 +83,15 @@ func TestBenchJSON(t *testing.T) {
 	}
 	for _, key := range []string{"raw_copy.rows_per_sec", "pipeline_trivial.rows_per_sec", "pipeline_engine.rows_per_sec",
 		"direct_loop.rows_per_sec", "pipeline_trivial.bus_bytes_per_task", "direct_loop.sent_bytes_per_task",
-		"ratios.pipeline_trivial_vs_raw_copy", "ratios.pipeline_engine_vs_direct_loop", "webhook.engine_own_p50_ms",
+		"ratios.pipeline_trivial_vs_raw_copy", "ratios.pipeline_trivial_vs_raw_copy_2conn", "ratios.pipeline_trivial_cpu_ms_per_task",
+		"raw_copy_2conn.rows_per_sec", "ratios.pipeline_engine_vs_direct_loop", "webhook.engine_own_p50_ms",
 		"pipeline_trivial.peak_rss_bytes", "soak.tasks"} {
 		if num(key) <= 0 {
 			t.Errorf("%s=%v, want > 0", key, num(key))
 		}
 	}
-	if targets, _ := rep["targets"].([]any); len(targets) != 5 {
-		t.Errorf("targets=%v, want the five of issue 8", rep["targets"])
+	if targets, _ := rep["targets"].([]any); len(targets) != 7 {
+		t.Errorf("targets=%v, want the five of issue 8 and two more of issue 16", rep["targets"])
 	}
 	if samples, _ := lookup(rep, "soak.samples"); len(samples.([]any)) < 2 {
 		t.Errorf("soak samples=%v", samples)

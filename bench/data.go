@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"golang.org/x/sync/errgroup"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
@@ -174,35 +175,57 @@ func ensureSinks(ctx context.Context, pool *pgxpool.Pool, tables []string, kind 
 }
 
 // rawCopy COPYs as many rows as each task predicts straight into a table of
-// the regressed shape, one COPY per task on one connection: the write limit.
-func rawCopy(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, model string, bar *progress.Bar) (phaseResult, error) {
+// the regressed shape, one COPY per task, the tasks dealt round-robin over
+// conns connections: the write limit of one connection, or of several.
+func rawCopy(ctx context.Context, pool *pgxpool.Pool, tasks []benchTask, model string, conns int, bar *progress.Bar) (phaseResult, error) {
 	var pr phaseResult
-	lat := make([]time.Duration, 0, len(tasks))
+	conns = max(1, min(conns, len(tasks)))
+	lats := make([][]time.Duration, conns)
+	rows := make([]int64, conns)
 	began := time.Now()
-	for _, t := range tasks {
-		t0 := time.Now()
-		s := sinkSeries(t.table, "copy", model, t.series)
-		row := []any{nil, 0.0, model, t.table, benchTargetCol, t.series}
-		i := 0
-		src := pgx.CopyFromFunc(func() ([]any, error) {
-			if i == t.gaps {
-				return nil, nil
+	g, gctx := errgroup.WithContext(ctx)
+	for c := range conns {
+		g.Go(func() error {
+			for i := c; i < len(tasks); i += conns {
+				t0 := time.Now()
+				n, err := copyTask(gctx, pool, tasks[i], model)
+				if err != nil {
+					return fmt.Errorf("raw copy: %w", err)
+				}
+				rows[c] += n
+				lats[c] = append(lats[c], time.Since(t0))
+				bar.Add(1)
 			}
-			row[0], row[1] = t.start.Add(time.Duration(i)*benchInterval), float64(i)
-			i++
-			return row, nil
+			return nil
 		})
-		n, err := pool.CopyFrom(ctx, pgx.Identifier{tsdb.RegressedName(s.Measurement)},
-			[]string{"time", "value", "model", "source", "target", benchTag}, src)
-		if err != nil {
-			return pr, fmt.Errorf("raw copy: %w", err)
-		}
-		pr.Rows += n
-		lat = append(lat, time.Since(t0))
-		bar.Add(1)
+	}
+	if err := g.Wait(); err != nil {
+		return pr, err
+	}
+	var lat []time.Duration
+	for c := range conns {
+		pr.Rows += rows[c]
+		lat = append(lat, lats[c]...)
 	}
 	pr.finish(len(tasks), time.Since(began), lat)
 	return pr, nil
+}
+
+// copyTask COPYs one task's gaps' worth of rows on one connection.
+func copyTask(ctx context.Context, pool *pgxpool.Pool, t benchTask, model string) (int64, error) {
+	s := sinkSeries(t.table, "copy", model, t.series)
+	row := []any{nil, 0.0, model, t.table, benchTargetCol, t.series}
+	i := 0
+	src := pgx.CopyFromFunc(func() ([]any, error) {
+		if i == t.gaps {
+			return nil, nil
+		}
+		row[0], row[1] = t.start.Add(time.Duration(i)*benchInterval), float64(i)
+		i++
+		return row, nil
+	})
+	return pool.CopyFrom(ctx, pgx.Identifier{tsdb.RegressedName(s.Measurement)},
+		[]string{"time", "value", "model", "source", "target", benchTag}, src)
 }
 
 // windowSelect reads a task's window the way the producer does: newest first,
