@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/klauspost/compress/zstd"
 )
 
 func TestSealRoundTrip(t *testing.T) {
@@ -94,6 +95,20 @@ func TestArrowRoundTripAndRefusals(t *testing.T) {
 	}
 	if _, err := DecodeRecord(body, QuerySchema([]string{"a"})); err == nil {
 		t.Fatal("schema mismatch accepted")
+	}
+	// A message of an earlier version, compressed whole as one ZSTD frame,
+	// still decodes.
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := DecodeRecord(enc.EncodeAll(body, nil), ResultSchema)
+	if err != nil {
+		t.Fatalf("zstd frame: %v", err)
+	}
+	defer old.Release()
+	if old.NumRows() != 2 || old.Column(1).(*array.Float64).Value(0) != 1.5 {
+		t.Fatalf("zstd frame lost data: %v", old)
 	}
 	for _, bad := range [][]byte{nil, []byte("not arrow"), body[:len(body)/2]} {
 		if _, err := DecodeRecord(bad, nil); err == nil {
