@@ -19,6 +19,10 @@ import (
 	"github.com/regressd/regressd/worker"
 )
 
+// TrivialModel is the benchmark-only predictor of phase 3 (the context's
+// mean target), which only the benchmark's pipeline accepts.
+const TrivialModel = worker.BenchModel
+
 // Config is what a benchmark run generates and how it drives the
 // pipeline. DefaultConfig holds the sizes 'regressd bench' runs with.
 type Config struct {

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/regressd/regressd/bench"
-	"github.com/regressd/regressd/worker"
 )
 
 // benchCommand measures the pipeline against the limits of PostgreSQL and
@@ -53,7 +52,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end of the run (after the soak) to this file, for 'go tool pprof'")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the warm-up and the rounds of phases 1 and 3 (the pipeline with the trivial predictor) to this file, for 'go tool pprof'")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), help("bench"), worker.BenchModel)
+		fmt.Fprintf(fs.Output(), help("bench"), bench.TrivialModel)
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nExample: regressd bench --json > bench.json\n")
 	}
