@@ -97,7 +97,7 @@ func (c *evalCommand) Run(ctx context.Context, args []string) error {
 	}
 	start := time.Now()
 	var bar *progress.Bar
-	res, err := eval.RunDetailed(ctx, ds, eval.Engine(ctx, *model), func(done, total int, dataset string) {
+	res, err := eval.RunDetailed(ctx, ds, evalEngine(ctx, *model), func(done, total int, dataset string) {
 		if bar == nil {
 			bar = progress.New(c.m.Stderr, "eval", total, 10*time.Second)
 		}
@@ -118,4 +118,32 @@ func (c *evalCommand) Run(ctx context.Context, args []string) error {
 		return enc.Encode(out)
 	}
 	return out.WriteText(c.m.Stdout)
+}
+
+// intervalLevels are the levels the engine is asked for: the central 80%
+// interval.
+var intervalLevels = []float64{0.1, 0.9}
+
+// evalEngine predicts with a fresh regressor of the built-in model per split:
+// the points, the central 80% intervals and the out-of-range flags.
+func evalEngine(ctx context.Context, model string) eval.DetailedPredictFunc {
+	return func(X [][]float64, y []float64, Xq [][]float64) (eval.Prediction, error) {
+		r, err := gpu.NewRegressor(model)
+		if err != nil {
+			return eval.Prediction{}, err
+		}
+		defer r.Close()
+		if err := r.Fit(ctx, X, y); err != nil {
+			return eval.Prediction{}, err
+		}
+		p, err := r.PredictDetailed(ctx, Xq, gpu.PredictOptions{Quantiles: intervalLevels})
+		if err != nil {
+			return eval.Prediction{}, err
+		}
+		out := eval.Prediction{Point: p.Mean, Outside: p.Outside, Lower: make([]float64, len(Xq)), Upper: make([]float64, len(Xq))}
+		for q, row := range p.Quantiles {
+			out.Lower[q], out.Upper[q] = row[0], row[1]
+		}
+		return out, nil
+	}
 }
