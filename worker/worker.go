@@ -16,10 +16,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/gateway"
+	"github.com/regressd/regressd/metrics"
 	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tracing"
 )
 
 // Config configures a Worker.
@@ -46,6 +49,12 @@ type Config struct {
 	// status page. Optional.
 	PredictorName string
 	Logger        *slog.Logger
+	// Metrics records rows predicted, gateway retries and dead letters;
+	// nil records nothing.
+	Metrics *metrics.Metrics
+	// Tracing continues each batch's trace and carries it on in its
+	// result; nil traces nothing.
+	Tracing *tracing.Provider
 }
 
 // Worker predicts batches.
@@ -139,7 +148,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxWork:      2 * time.Hour,
 		Concurrency:  w.cfg.Concurrency,
 		Gate:         func() bool { return w.cb.State() != gobreaker.StateOpen },
-		OnDeadLetter: w.onDeadLetter, Logger: w.log,
+		OnDeadLetter: w.onDeadLetter, Logger: w.log, DeadLetters: w.cfg.Metrics,
 	}, w.handle)
 }
 
@@ -154,6 +163,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	defer rec.Release()
 	log := w.log.With("task_id", meta.TaskID, "batch", batchNo)
+	ctx, span := w.cfg.Tracing.Start(w.cfg.Tracing.ExtractMsg(ctx, msg.Headers()), "worker predict",
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(tracing.AttrTaskID.String(meta.TaskID), tracing.AttrBatch.Int(batchNo)))
+	defer span.End()
 
 	// bus.Consume keeps the message alive (InProgress) while it is predicted.
 	preds, err := w.predict(ctx, meta, rec)
@@ -165,6 +177,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 			attempt = md.NumDelivered
 		}
 		if attempt < uint64(attempts) {
+			if w.cfg.NeedKey {
+				w.cfg.Metrics.GatewayRetry(gatewayOutcome(ctx, err))
+			}
 			return bus.RetryIn(err, retryWait(attempt, err)) // transient: try again after a backoff
 		}
 		err = Final(fmt.Errorf("gave up after %d attempts (max_retries=%d): %w", attempt, attempts, err))
@@ -179,6 +194,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := w.publish(ctx, meta, batchNo, rec, preds, "", 0); err != nil {
 		return err
 	}
+	w.cfg.Metrics.AddRows(metrics.RowsPredicted, predicted(preds))
 	log.Debug("batch predicted", "rows", rec.NumRows())
 	// The result is stored: an ack lost on the way costs a second
 	// prediction, whose result the ledger ignores, so it is not waited for.
@@ -366,6 +382,7 @@ func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int
 	if err != nil {
 		return err
 	}
+	w.cfg.Tracing.InjectMsg(ctx, m)
 	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(schemas.BatchMsgID(meta.TaskID, batchNo)))
 	return err
 }

@@ -13,9 +13,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/metrics"
 	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tracing"
 	"github.com/regressd/regressd/tsdb"
 )
 
@@ -26,6 +29,11 @@ type Config struct {
 	// (group commit), up to maxGroup.
 	Concurrency int
 	Logger      *slog.Logger
+	// Metrics records commits, rows written and tasks settled; nil
+	// records nothing.
+	Metrics *metrics.Metrics
+	// Tracing continues each result's trace; nil traces nothing.
+	Tracing *tracing.Provider
 }
 
 // Writer writes results.
@@ -97,7 +105,7 @@ func (w *Writer) Run(ctx context.Context) error {
 		// settle the ledger: they are retried through about 45 minutes of
 		// database trouble before they are dead-lettered.
 		AckWait: bus.DefaultAckWait, MaxDeliver: 50,
-		Concurrency: w.cfg.Concurrency * maxGroup, OnDeadLetter: w.onDeadLetter, Logger: w.log,
+		Concurrency: w.cfg.Concurrency * maxGroup, OnDeadLetter: w.onDeadLetter, Logger: w.log, DeadLetters: w.cfg.Metrics,
 	}, w.handle)
 }
 
@@ -153,6 +161,9 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return bus.Permanent(err)
 	}
+	ctx, span := w.cfg.Tracing.Start(w.cfg.Tracing.ExtractMsg(ctx, msg.Headers()), "writer write",
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(tracing.AttrTaskID.String(r.Meta.TaskID), tracing.AttrBatch.Int(r.Batch)))
+	defer span.End()
 	o := w.write(ctx, r)
 	if o.err != nil {
 		return w.writeFailed(ctx, msg, r, o.err)
