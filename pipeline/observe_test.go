@@ -1,0 +1,163 @@
+package pipeline_test
+
+import (
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/regressd/regressd/pipeline"
+	"github.com/regressd/regressd/pipeline/pipelinetest"
+	"github.com/regressd/regressd/tracing"
+)
+
+// One engine call yields one connected trace: the scheduler's root span,
+// the producer's plan, one worker span and one writer span per batch, each
+// the child of the span whose message it received (W3C traceparent in the
+// NATS headers, through real JetStream).
+func TestOneTaskOneTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { tp.Shutdown(t.Context()) })
+	e := pipelinetest.StartWith(t, func(c *pipeline.Config) { c.Tracing = tracing.WithProvider(tp) })
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "tr", Start: pipelinetest.T0, Rows: 120, GapEach: 10})
+	e.CreateTrigger("tr", "request:tr", pipelinetest.Args("tr", "predict_batch_size=5"))
+	status, out := e.Engine("tr", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(120*time.Hour)))
+	if status != http.StatusOK || out["status"] != "success" {
+		t.Fatalf("HTTP %d: %v", status, out)
+	}
+	const batches = 3 // 12 gaps, 5 a batch
+	count := func(name string) int {
+		n := 0
+		for _, s := range exp.GetSpans() {
+			if s.Name == name {
+				n++
+			}
+		}
+		return n
+	}
+	// The writer's span ends after the summary the engine call waited for.
+	pipelinetest.WaitUntil(t, 10*time.Second, func() bool { return count("writer write") == batches }, "the writer's spans")
+	spans := exp.GetSpans()
+	for name, want := range map[string]int{"regressd.task": 1, "producer plan": 1, "worker predict": batches, "writer write": batches} {
+		if got := count(name); got != want {
+			t.Errorf("%d spans %q, want %d", got, name, want)
+		}
+	}
+	ids := map[trace.SpanID]string{}
+	for _, s := range spans {
+		ids[s.SpanContext.SpanID()] = s.Name
+	}
+	parentOf := map[string]string{"producer plan": "regressd.task", "worker predict": "producer plan", "writer write": "worker predict"}
+	root := spans[0].SpanContext.TraceID()
+	for _, s := range spans {
+		if s.SpanContext.TraceID() != root {
+			t.Errorf("span %q in trace %s, the task's is %s", s.Name, s.SpanContext.TraceID(), root)
+		}
+		if s.Name == "regressd.task" {
+			if s.Parent.IsValid() {
+				t.Errorf("the task's root span has a parent %s", s.Parent.SpanID())
+			}
+			continue
+		}
+		if got := ids[s.Parent.SpanID()]; got != parentOf[s.Name] || !s.Parent.IsRemote() {
+			t.Errorf("span %q's parent is %q (remote %v), want %q received from the bus", s.Name, got, s.Parent.IsRemote(), parentOf[s.Name])
+		}
+	}
+	if t.Failed() {
+		for _, s := range spans {
+			t.Logf("%s %s parent %s", s.Name, s.SpanContext.SpanID(), s.Parent.SpanID())
+		}
+	}
+}
+
+// After a real run (webhook, on JetStream and PostgreSQL), /metrics serves
+// every regressd_* metric the dashboard and the alerts name, and the
+// pipeline's counters and histograms hold the run.
+func TestMetricsServedAfterARun(t *testing.T) {
+	e := pipelinetest.Start(t)
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "mx", Start: pipelinetest.T0, Rows: 120, GapEach: 10})
+	e.CreateTrigger("mx", "request:mx", pipelinetest.Args("mx", "predict_batch_size=5"))
+	// A scheduled trigger (next tick in an hour) serves its schedule's series.
+	e.CreateTrigger("mx_hourly", "every:1h", pipelinetest.Args("mx", ""))
+	status, out := e.Engine("mx", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(120*time.Hour)))
+	if status != http.StatusOK || out["status"] != "success" {
+		t.Fatalf("HTTP %d: %v", status, out)
+	}
+	var body string
+	pipelinetest.WaitUntil(t, 10*time.Second, func() bool {
+		_, b := e.Do(http.MethodGet, "/metrics", nil, nil)
+		body = string(b)
+		return value(body, `regressd_tasks_total{status="success"}`) == 1 &&
+			value(body, `regressd_schedule_period_seconds{trigger="mx_hourly"}`) == 3600
+	}, "the task counted and the schedule served")
+
+	var named []string
+	for _, f := range []string{"../ops/grafana/regressd.json", "../ops/prometheus/alerts.yml"} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range regexp.MustCompile(`\bregressd_[a-z_]+`).FindAllString(string(raw), -1) {
+			if !slices.Contains(named, n) {
+				named = append(named, n)
+			}
+		}
+	}
+	if len(named) < 20 {
+		t.Fatalf("the dashboard and alerts name %d metrics: not read", len(named))
+	}
+	for _, n := range named {
+		if !regexp.MustCompile(`(?m)^` + n + `[{ ]`).MatchString(body) {
+			t.Errorf("%s is named by the dashboard or the alerts but not served", n)
+		}
+	}
+	for series, want := range map[string]float64{
+		`regressd_rows_written_total`:                                                    12,
+		`regressd_rows_predicted_total`:                                                  12,
+		`regressd_rows_read_total`:                                                       120,
+		`regressd_task_duration_seconds_count`:                                           1,
+		`regressd_stage_duration_seconds_count{stage="producer_read"}`:                   1,
+		`regressd_stage_duration_seconds_count{stage="engine_fit"}`:                      1,
+		`regressd_stage_duration_seconds_count{stage="engine_predict"}`:                  3,
+		`regressd_engine_inflight_calls`:                                                 0,
+		`regressd_breaker_state{state="closed"}`:                                         1,
+		`regressd_consumer_pending_messages{consumer="worker",stream="REGRESS_BATCHES"}`: 0,
+		`regressd_dead_letters_total{reason="permanent",stream="REGRESS_JOBS"}`:          0,
+	} {
+		if got := value(body, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	if got := value(body, `regressd_stage_duration_seconds_count{stage="writer_commit"}`); got < 1 {
+		t.Errorf("writer_commit observed %v times, want at least 1", got)
+	}
+	if got := value(body, `regressd_http_requests_total{code="200",server="api"}`); got < 1 {
+		t.Errorf("api requests answered 200: %v, want at least 1", got)
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", body)
+	}
+}
+
+// value reads one series' value from a scrape in the text format; -1 when
+// it is not served.
+func value(body, series string) float64 {
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.Fields(v)[0], 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
