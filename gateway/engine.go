@@ -25,7 +25,9 @@ func newEngine(deviceBytes, hostBytes int64, m *metrics.Metrics) predictFunc {
 var errArenaShared = errors.New("other predictions held part of the device memory at the time")
 
 // newEngineOn is newEngine on a given device.
-func newEngineOn(dev gpu.Device, hostBytes int64) predictFunc { return newEngineObserved(dev, hostBytes, nil) }
+func newEngineOn(dev gpu.Device, hostBytes int64) predictFunc {
+	return newEngineObserved(dev, hostBytes, nil)
+}
 
 // newEngineObserved is newEngineOn recording its fits and predictions in m.
 func newEngineObserved(dev gpu.Device, hostBytes int64, m *metrics.Metrics) predictFunc {
