@@ -161,3 +161,34 @@ func value(body, series string) float64 {
 	}
 	return -1
 }
+
+// A worker predicting through a hosted gateway counts every call by its
+// outcome, and the retry a failed call caused.
+func TestGatewayCallsCountedByOutcome(t *testing.T) {
+	t.Setenv("SERVICE_API_KEY", "test-key")
+	vendor, calls := pipelinetest.FakeVendor(t, func(n int64) int {
+		if n == 1 {
+			return http.StatusInternalServerError
+		}
+		return 0
+	})
+	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "gw", Start: pipelinetest.T0, Rows: 60, GapEach: 10})
+	e.CreateTrigger("gw", "request:gw", pipelinetest.ArgsModel("gw", "vendor/model-x", ""))
+	status, out := e.Engine("gw", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(60*time.Hour)))
+	if status != http.StatusOK || out["status"] != "success" {
+		t.Fatalf("HTTP %d: %v", status, out)
+	}
+	_, b := e.Do(http.MethodGet, "/metrics", nil, nil)
+	body := string(b)
+	for series, want := range map[string]float64{
+		`regressd_gateway_calls_total{outcome="server_error"}`:   1,
+		`regressd_gateway_calls_total{outcome="success"}`:        float64(calls.Load() - 1),
+		`regressd_gateway_retries_total{outcome="server_error"}`: 1,
+		`regressd_gateway_retries_total{outcome="success"}`:      0,
+	} {
+		if got := value(body, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+}
