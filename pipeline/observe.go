@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/regressd/regressd/metrics"
 	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/tracing"
@@ -67,7 +69,19 @@ func serviceName(roles []string) string {
 	return fmt.Sprintf("regressd-%s", strings.Join(roles, "-"))
 }
 
-// instrument counts and times the answers of an HTTP server.
+// instrument counts and times the answers of an HTTP server, and lets a
+// request's W3C traceparent parent the spans it starts (an engine call's
+// task joins its caller's trace).
 func (p *Pipeline) instrument(server string, h http.Handler) http.Handler {
-	return p.metrics.InstrumentHandler(server, h)
+	h = p.metrics.InstrumentHandler(server, h)
+	if p.tracing == nil || p.tracing.Propagator == nil {
+		return h
+	}
+	prop := p.tracing.Propagator
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Traceparent") != "" {
+			r = r.WithContext(prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -192,3 +192,80 @@ func TestGatewayCallsCountedByOutcome(t *testing.T) {
 		}
 	}
 }
+
+// An engine call that carries a W3C traceparent puts its task in the
+// caller's trace: the task's root span is the caller's span's child.
+func TestEngineCallJoinsCallersTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { tp.Shutdown(t.Context()) })
+	e := pipelinetest.StartWith(t, func(c *pipeline.Config) { c.Tracing = tracing.WithProvider(tp) })
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "tc", Start: pipelinetest.T0, Rows: 60, GapEach: 10})
+	e.CreateTrigger("tc", "request:tc", pipelinetest.Args("tc", ""))
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	status, raw := e.Do(http.MethodPost, "/api/v3/engine/tc", map[string]string{"X-Service-Api-Key": "test-key",
+		"Traceparent": "00-" + traceID + "-" + parentID + "-01"}, pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(60*time.Hour)))
+	if status != http.StatusOK {
+		t.Fatalf("HTTP %d: %s", status, raw)
+	}
+	pipelinetest.WaitUntil(t, 10*time.Second, func() bool {
+		for _, s := range exp.GetSpans() {
+			if s.Name == "writer write" {
+				return true
+			}
+		}
+		return false
+	}, "the writer's span")
+	for _, s := range exp.GetSpans() {
+		if got := s.SpanContext.TraceID().String(); got != traceID {
+			t.Errorf("span %q in trace %s, want the caller's %s", s.Name, got, traceID)
+		}
+		if s.Name == "regressd.task" && s.Parent.SpanID().String() != parentID {
+			t.Errorf("the task's span has parent %s, want the caller's %s", s.Parent.SpanID(), parentID)
+		}
+	}
+}
+
+// A scheduled run is counted as a tick and, once it ended, as the
+// trigger's last success; the trigger's period is served.
+func TestScheduledRunRecorded(t *testing.T) {
+	e := pipelinetest.Start(t)
+	loaded := time.Now()
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "sr", Start: loaded.Add(-60 * time.Hour), Rows: 60, GapEach: 10})
+	e.CreateTrigger("sr", "every:1s", pipelinetest.Args("sr", "window=10d,skip_existing=false"))
+	// Until a run succeeds, the last success reads the time the schedule
+	// was loaded; a run's success moves it to that run's tick.
+	const last = `regressd_schedule_last_success_timestamp_seconds{trigger="sr"}`
+	var body string
+	var since float64
+	pipelinetest.WaitUntil(t, 10*time.Second, func() bool {
+		_, b := e.Do(http.MethodGet, "/metrics", nil, nil)
+		since = value(string(b), last)
+		return since > 0
+	}, "the schedule served")
+	if since < float64(loaded.Unix()) {
+		t.Fatalf("last success %v before any run, want the load time (after %d)", since, loaded.Unix())
+	}
+	pipelinetest.WaitUntil(t, 60*time.Second, func() bool {
+		_, b := e.Do(http.MethodGet, "/metrics", nil, nil)
+		body = string(b)
+		return value(body, last) > since
+	}, "a scheduled run's success")
+	if got := value(body, `regressd_schedule_period_seconds{trigger="sr"}`); got != 1 {
+		t.Errorf("period = %v, want 1", got)
+	}
+	if got := value(body, `regressd_schedule_ticks_total`); got < 1 {
+		t.Errorf("ticks = %v, want at least 1", got)
+	}
+	if got := value(body, `regressd_tasks_total{status="success"}`); got < 1 {
+		t.Errorf("tasks succeeded = %v, want at least 1", got)
+	}
+	// Deleting the trigger drops its schedule's series.
+	if st, b := e.Do(http.MethodDelete, "/api/v3/configure/processing_engine_trigger/sr", nil, nil); st >= 300 {
+		t.Fatalf("delete HTTP %d: %s", st, b)
+	}
+	pipelinetest.WaitUntil(t, 10*time.Second, func() bool {
+		_, b := e.Do(http.MethodGet, "/metrics", nil, nil)
+		return !strings.Contains(string(b), `trigger="sr"`)
+	}, "the deleted trigger's series gone")
+}
