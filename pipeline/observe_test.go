@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/regressd/regressd/gateway"
 	"github.com/regressd/regressd/pipeline"
 	"github.com/regressd/regressd/pipeline/pipelinetest"
 	"github.com/regressd/regressd/tracing"
@@ -268,4 +269,48 @@ func TestScheduledRunRecorded(t *testing.T) {
 		_, b := e.Do(http.MethodGet, "/metrics", nil, nil)
 		return !strings.Contains(string(b), `trigger="sr"`)
 	}, "the deleted trigger's series gone")
+}
+
+// The gateway role's /predict is counted by status code and its engine's
+// fit, prediction and KV-cache rung recorded, on the process's /metrics.
+func TestGatewayRoleRecordsItsEngine(t *testing.T) {
+	e := pipelinetest.StartWith(t, func(c *pipeline.Config) {
+		c.Roles = append(c.Roles, pipeline.Gateway)
+		c.GatewayAddr = "127.0.0.1:0"
+	})
+	key, _, err := gateway.NewKeyStore(e.Pool).Create(t.Context(), "observe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gateway.NewClient(e.P.GatewayURL(), key, pipelinetest.DefaultModel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	X := [][]float64{{1, 2}, {2, 1}, {3, 5}, {4, 2}, {5, 5}, {6, 1}}
+	y := []float64{0, 3, 1, 6, 5, 11}
+	if _, err := c.Predict(t.Context(), X, y, [][]float64{{7, 3}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, b := e.Do(http.MethodGet, "/metrics", nil, nil)
+	body := string(b)
+	for series, want := range map[string]float64{
+		`regressd_http_requests_total{code="200",server="gateway"}`:     1,
+		`regressd_stage_duration_seconds_count{stage="engine_fit"}`:     1,
+		`regressd_stage_duration_seconds_count{stage="engine_predict"}`: 1,
+		`regressd_engine_inflight_calls`:                                0,
+	} {
+		if got := value(body, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	rungs := 0.0
+	for line := range strings.SplitSeq(body, "\n") {
+		if strings.HasPrefix(line, "regressd_engine_calls_total{") {
+			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+			rungs += f
+		}
+	}
+	if rungs != 1 {
+		t.Errorf("engine calls by rung sum to %v, want 1", rungs)
+	}
 }
