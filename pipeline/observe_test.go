@@ -84,7 +84,8 @@ func TestOneTaskOneTrace(t *testing.T) {
 // every regressd_* metric the dashboard and the alerts name, and the
 // pipeline's counters and histograms hold the run.
 func TestMetricsServedAfterARun(t *testing.T) {
-	e := pipelinetest.Start(t)
+	e := startWithGateway(t)
+	predictOnGateway(t, e)
 	e.MakeTable(pipelinetest.SeriesSpec{Table: "mx", Start: pipelinetest.T0, Rows: 120, GapEach: 10})
 	e.CreateTrigger("mx", "request:mx", pipelinetest.Args("mx", "predict_batch_size=5"))
 	// A scheduled trigger (next tick in an hour) serves its schedule's series.
@@ -101,11 +102,17 @@ func TestMetricsServedAfterARun(t *testing.T) {
 			value(body, `regressd_schedule_period_seconds{trigger="mx_hourly"}`) == 3600
 	}, "the task counted and the schedule served")
 
-	var named []string
+	var named, selectors []string
 	for _, f := range []string{"../ops/grafana/regressd.json", "../ops/prometheus/alerts.yml"} {
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(raw), `\"`, `"`)
+		for _, sel := range regexp.MustCompile(`\bregressd_[a-z_]+\{[^}]*\}`).FindAllString(text, -1) {
+			if !slices.Contains(selectors, sel) {
+				selectors = append(selectors, sel)
+			}
 		}
 		for _, n := range regexp.MustCompile(`\bregressd_[a-z_]+`).FindAllString(string(raw), -1) {
 			if !slices.Contains(named, n) {
@@ -121,14 +128,36 @@ func TestMetricsServedAfterARun(t *testing.T) {
 			t.Errorf("%s is named by the dashboard or the alerts but not served", n)
 		}
 	}
+	// Their selectors' label values (stream="REGRESS_DLQ", state="open") are
+	// served too: a query on a value never served would show nothing.
+	for _, sel := range selectors {
+		name, matchers, _ := strings.Cut(strings.TrimSuffix(sel, "}"), "{")
+		found := false
+		for line := range strings.SplitSeq(body, "\n") {
+			if !strings.HasPrefix(line, name+"{") {
+				continue
+			}
+			all := true
+			for _, m := range regexp.MustCompile(`(\w+)="([^"]*)"`).FindAllStringSubmatch(matchers, -1) {
+				all = all && strings.Contains(line, m[1]+`="`+m[2]+`"`)
+			}
+			if all {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("no served series matches %s", sel)
+		}
+	}
 	for series, want := range map[string]float64{
 		`regressd_rows_written_total`:                                                    12,
 		`regressd_rows_predicted_total`:                                                  12,
 		`regressd_rows_read_total`:                                                       120,
 		`regressd_task_duration_seconds_count`:                                           1,
 		`regressd_stage_duration_seconds_count{stage="producer_read"}`:                   1,
-		`regressd_stage_duration_seconds_count{stage="engine_fit"}`:                      1,
-		`regressd_stage_duration_seconds_count{stage="engine_predict"}`:                  3,
+		`regressd_stage_duration_seconds_count{stage="engine_fit"}`:                      2, // the worker's one context, and the gateway's call
+		`regressd_stage_duration_seconds_count{stage="engine_predict"}`:                  4, // 3 batches, and the gateway's call
 		`regressd_engine_inflight_calls`:                                                 0,
 		`regressd_breaker_state{state="closed"}`:                                         1,
 		`regressd_consumer_pending_messages{consumer="worker",stream="REGRESS_BATCHES"}`: 0,
@@ -274,23 +303,8 @@ func TestScheduledRunRecorded(t *testing.T) {
 // The gateway role's /predict is counted by status code and its engine's
 // fit, prediction and KV-cache rung recorded, on the process's /metrics.
 func TestGatewayRoleRecordsItsEngine(t *testing.T) {
-	e := pipelinetest.StartWith(t, func(c *pipeline.Config) {
-		c.Roles = append(c.Roles, pipeline.Gateway)
-		c.GatewayAddr = "127.0.0.1:0"
-	})
-	key, _, err := gateway.NewKeyStore(e.Pool).Create(t.Context(), "observe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := gateway.NewClient(e.P.GatewayURL(), key, pipelinetest.DefaultModel())
-	if err != nil {
-		t.Fatal(err)
-	}
-	X := [][]float64{{1, 2}, {2, 1}, {3, 5}, {4, 2}, {5, 5}, {6, 1}}
-	y := []float64{0, 3, 1, 6, 5, 11}
-	if _, err := c.Predict(t.Context(), X, y, [][]float64{{7, 3}}, nil); err != nil {
-		t.Fatal(err)
-	}
+	e := startWithGateway(t)
+	predictOnGateway(t, e)
 	_, b := e.Do(http.MethodGet, "/metrics", nil, nil)
 	body := string(b)
 	for series, want := range map[string]float64{
@@ -312,5 +326,32 @@ func TestGatewayRoleRecordsItsEngine(t *testing.T) {
 	}
 	if rungs != 1 {
 		t.Errorf("engine calls by rung sum to %v, want 1", rungs)
+	}
+}
+
+// startWithGateway runs every role, the gateway's on a port of its own,
+// as 'regressd run' does.
+func startWithGateway(t *testing.T) *pipelinetest.Env {
+	return pipelinetest.StartWith(t, func(c *pipeline.Config) {
+		c.Roles = append(c.Roles, pipeline.Gateway)
+		c.GatewayAddr = "127.0.0.1:0"
+	})
+}
+
+// predictOnGateway makes one /predict call to e's gateway with a new key.
+func predictOnGateway(t *testing.T, e *pipelinetest.Env) {
+	t.Helper()
+	key, _, err := gateway.NewKeyStore(e.Pool).Create(t.Context(), "observe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := gateway.NewClient(e.P.GatewayURL(), key, pipelinetest.DefaultModel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	X := [][]float64{{1, 2}, {2, 1}, {3, 5}, {4, 2}, {5, 5}, {6, 1}}
+	y := []float64{0, 3, 1, 6, 5, 11}
+	if _, err := c.Predict(t.Context(), X, y, [][]float64{{7, 3}}, nil); err != nil {
+		t.Fatal(err)
 	}
 }
