@@ -176,6 +176,13 @@ func TestMetricsServedAfterARun(t *testing.T) {
 	if t.Failed() {
 		t.Logf("scrape:\n%s", body)
 	}
+	series := 0
+	for line := range strings.SplitSeq(body, "\n") {
+		if strings.HasPrefix(line, "regressd_") {
+			series++
+		}
+	}
+	t.Logf("scrape: %d bytes, %d regressd_* series lines", len(body), series)
 }
 
 // value reads one series' value from a scrape in the text format; -1 when
