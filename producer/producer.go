@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/metrics"
@@ -67,7 +66,7 @@ func (p *Producer) Run(ctx context.Context) error {
 		// dead-lettered and its task failed.
 		AckWait: bus.DefaultAckWait, MaxDeliver: 20,
 		Concurrency: p.cfg.Concurrency, OnDeadLetter: p.onDeadLetter, Logger: p.log, DeadLetters: p.cfg.Metrics,
-	}, p.handle)
+	}, p.cfg.Tracing.Handle("producer plan", p.handle))
 }
 
 func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
@@ -79,9 +78,6 @@ func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
 		return fmt.Errorf("task %s is still being planned by an earlier delivery", job.TaskID)
 	}
 	defer p.planning.Delete(job.TaskID)
-	ctx, span := p.cfg.Tracing.Start(p.cfg.Tracing.ExtractMsg(ctx, msg.Headers()), "producer plan",
-		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(tracing.AttrTaskID.String(job.TaskID)))
-	defer span.End()
 	// bus.Consume keeps the message alive while the window is read.
 	if err := p.Plan(ctx, job); err != nil {
 		return err

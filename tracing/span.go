@@ -4,10 +4,14 @@ import (
 	"context"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/regressd/regressd/schemas"
 )
 
 // InstrumentationName names the tracer regressd's spans come from.
@@ -19,7 +23,6 @@ const (
 	AttrTaskID  = attribute.Key("regressd.task_id")
 	AttrTrigger = attribute.Key("regressd.trigger")
 	AttrOrigin  = attribute.Key("regressd.origin")
-	AttrBatch   = attribute.Key("regressd.batch")
 )
 
 // WithProvider wraps an SDK or test tracer provider (an in-memory
@@ -60,4 +63,30 @@ func (p *Provider) ExtractMsg(ctx context.Context, h nats.Header) context.Contex
 		return ctx
 	}
 	return Extract(ctx, p.Propagator, h)
+}
+
+// Handle wraps a consumer's message handler in a span named name: the
+// span continues the trace the message's headers carry, names the
+// message's task, and records the error the handler returns (a retry or a
+// dead letter). Without export (Enabled false) it only carries the
+// received trace context on, so a process that exports nothing still
+// passes its callers' traces through.
+func (p *Provider) Handle(name string, h func(context.Context, jetstream.Msg) error) func(context.Context, jetstream.Msg) error {
+	if p == nil {
+		return h
+	}
+	if !p.Enabled {
+		return func(ctx context.Context, msg jetstream.Msg) error { return h(p.ExtractMsg(ctx, msg.Headers()), msg) }
+	}
+	return func(ctx context.Context, msg jetstream.Msg) error {
+		ctx, span := p.Start(p.ExtractMsg(ctx, msg.Headers()), name, trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(AttrTaskID.String(schemas.TaskIDOf(msg.Headers()))))
+		defer span.End()
+		err := h(ctx, msg)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		return err
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sony/gobreaker/v2"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/gateway"
@@ -149,7 +148,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Concurrency:  w.cfg.Concurrency,
 		Gate:         func() bool { return w.cb.State() != gobreaker.StateOpen },
 		OnDeadLetter: w.onDeadLetter, Logger: w.log, DeadLetters: w.cfg.Metrics,
-	}, w.handle)
+	}, w.cfg.Tracing.Handle("worker predict", w.handle))
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
@@ -163,9 +162,6 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 	}
 	defer rec.Release()
 	log := w.log.With("task_id", meta.TaskID, "batch", batchNo)
-	ctx, span := w.cfg.Tracing.Start(w.cfg.Tracing.ExtractMsg(ctx, msg.Headers()), "worker predict",
-		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(tracing.AttrTaskID.String(meta.TaskID), tracing.AttrBatch.Int(batchNo)))
-	defer span.End()
 
 	// bus.Consume keeps the message alive (InProgress) while it is predicted.
 	preds, err := w.predict(ctx, meta, rec)

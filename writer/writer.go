@@ -13,7 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/metrics"
@@ -106,7 +105,7 @@ func (w *Writer) Run(ctx context.Context) error {
 		// database trouble before they are dead-lettered.
 		AckWait: bus.DefaultAckWait, MaxDeliver: 50,
 		Concurrency: w.cfg.Concurrency * maxGroup, OnDeadLetter: w.onDeadLetter, Logger: w.log, DeadLetters: w.cfg.Metrics,
-	}, w.handle)
+	}, w.cfg.Tracing.Handle("writer write", w.handle))
 }
 
 // result is a decoded result message: its headers and its predictions. A
@@ -161,9 +160,6 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return bus.Permanent(err)
 	}
-	ctx, span := w.cfg.Tracing.Start(w.cfg.Tracing.ExtractMsg(ctx, msg.Headers()), "writer write",
-		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(tracing.AttrTaskID.String(r.Meta.TaskID), tracing.AttrBatch.Int(r.Batch)))
-	defer span.End()
 	o := w.write(ctx, r)
 	if o.err != nil {
 		return w.writeFailed(ctx, msg, r, o.err)
