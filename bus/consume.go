@@ -95,6 +95,9 @@ type ConsumerConfig struct {
 	// and be settled again; it must therefore be idempotent.
 	OnDeadLetter func(ctx context.Context, dl DeadLetter) error
 	Logger       *slog.Logger
+	// DeadLetters counts dead letters by stream and reason class
+	// (*metrics.Metrics); nil counts nothing.
+	DeadLetters DeadLetterCounter
 
 	// raw skips the schema-version check (advisories carry none).
 	raw bool
@@ -232,11 +235,11 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 	defer stop()
 	defer func() {
 		if p := recover(); p != nil {
-			deadLetter(ctx, js, cfg, msg, fmt.Sprintf("handler panic: %v", p))
+			deadLetter(ctx, js, cfg, msg, ReasonPanic, fmt.Sprintf("handler panic: %v", p))
 		}
 	}()
 	if v := msg.Headers().Get(schemas.HeaderSchema); !cfg.raw && v != schemas.Version {
-		deadLetter(ctx, js, cfg, msg, fmt.Sprintf("schema version %q, want %q", v, schemas.Version))
+		deadLetter(ctx, js, cfg, msg, ReasonSchemaVersion, fmt.Sprintf("schema version %q, want %q", v, schemas.Version))
 		return
 	}
 	err := h(ctx, msg)
@@ -256,11 +259,11 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 		delivered = meta.NumDelivered
 	}
 	if IsPermanent(err) || (cfg.MaxDeliver > 0 && delivered >= uint64(cfg.MaxDeliver)) {
-		reason := err.Error()
+		reason, class := err.Error(), ReasonPermanent
 		if !IsPermanent(err) {
-			reason = fmt.Sprintf("gave up after %d deliveries: %v", delivered, err)
+			reason, class = fmt.Sprintf("gave up after %d deliveries: %v", delivered, err), ReasonGaveUp
 		}
-		deadLetter(ctx, js, cfg, msg, reason)
+		deadLetter(ctx, js, cfg, msg, class, reason)
 		return
 	}
 	delay := RetryDelay(delivered)

@@ -86,8 +86,9 @@ func publishDeadLetter(ctx context.Context, js jetstream.JetStream, dl DeadLette
 
 // deadLetter copies msg to the DLQ with the reason, lets the role settle its
 // task, then terminates it. If either step fails the message is left for
-// redelivery rather than lost.
-func deadLetter(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, msg jetstream.Msg, reason string) {
+// redelivery rather than lost. class is the reason's bounded class, for
+// the dead-letter counter.
+func deadLetter(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, msg jetstream.Msg, class DeadLetterReason, reason string) {
 	dl := DeadLetter{Stream: cfg.Stream, Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data(),
 		Reason: reason, Consumer: cfg.Durable, Deliveries: 1}
 	if meta, _ := msg.Metadata(); meta != nil {
@@ -106,6 +107,7 @@ func deadLetter(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig,
 			return
 		}
 	}
+	cfg.countDeadLetter(cfg.Stream, class)
 	log.Error("message dead-lettered", "reason", reason)
 	msg.TermWithReason(truncate(reason, 200))
 }
@@ -156,6 +158,7 @@ func watchMaxDeliveries(ctx context.Context, js jetstream.JetStream, cfg Consume
 				return fmt.Errorf("settle dead letter: %w", err)
 			}
 		}
+		cfg.countDeadLetter(adv.Stream, ReasonMaxDeliveries)
 		cfg.Logger.Error("message dead-lettered", "consumer", adv.Consumer, "task_id", schemas.TaskIDOf(raw.Header),
 			"seq", adv.StreamSeq, "reason", dl.Reason)
 		// A work queue would keep the message forever; the jobs stream keeps

@@ -6,11 +6,16 @@ import (
 	"time"
 
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/metrics"
 )
 
 // Config configures the /predict server. The zero value is valid: every
 // field has a default, applied by NewServer.
 type Config struct {
+	// Metrics records the engine's fits, predictions, calls in flight and
+	// KV-cache rung; nil records nothing.
+	Metrics *metrics.Metrics
+
 	// MaxBodyBytes is the largest request body accepted, in bytes; a larger
 	// body gets 413. Default 25 MB (25,000,000), the hosted service's cap.
 	MaxBodyBytes int64

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/metrics"
 )
 
 // newEngine returns the built-in engine as a predictFunc. All requests share
@@ -15,8 +16,8 @@ import (
 // the ladder plans against, so concurrent predictions see each other's
 // caches. Each request gets its own Regressor, closed (its cache freed)
 // before the answer is written.
-func newEngine(deviceBytes, hostBytes int64) predictFunc {
-	return newEngineOn(gpu.NewCPUDevice(deviceBytes), hostBytes)
+func newEngine(deviceBytes, hostBytes int64, m *metrics.Metrics) predictFunc {
+	return newEngineObserved(gpu.NewCPUDevice(deviceBytes), hostBytes, m)
 }
 
 // errArenaShared marks an out-of-memory error met while other predictions
@@ -25,8 +26,13 @@ var errArenaShared = errors.New("other predictions held part of the device memor
 
 // newEngineOn is newEngine on a given device.
 func newEngineOn(dev gpu.Device, hostBytes int64) predictFunc {
+	return newEngineObserved(dev, hostBytes, nil)
+}
+
+// newEngineObserved is newEngineOn recording its fits and predictions in m.
+func newEngineObserved(dev gpu.Device, hostBytes int64, m *metrics.Metrics) predictFunc {
 	return func(ctx context.Context, req engineRequest) ([]float64, json.RawMessage, error) {
-		preds, rep, err := predictOn(ctx, dev, hostBytes, req)
+		preds, rep, err := predictOn(ctx, dev, hostBytes, req, m)
 		if errors.Is(err, gpu.ErrOutOfMemory) && dev.Used() > 0 {
 			// This request's own memory is released (predictOn closed its
 			// Regressor); what is still held belongs to others.
@@ -37,7 +43,7 @@ func newEngineOn(dev gpu.Device, hostBytes int64) predictFunc {
 }
 
 // predictOn fits and predicts one request on dev; both stop when ctx ends.
-func predictOn(ctx context.Context, dev gpu.Device, hostBytes int64, req engineRequest) ([]float64, json.RawMessage, error) {
+func predictOn(ctx context.Context, dev gpu.Device, hostBytes int64, req engineRequest, m *metrics.Metrics) ([]float64, json.RawMessage, error) {
 	opts := []gpu.Option{gpu.WithDevice(dev), gpu.WithHostMemory(hostBytes)}
 	// A thinking model takes no policy at all (the server has refused
 	// one sent with it); every other model gets the resolved, clamped one.
@@ -49,14 +55,20 @@ func predictOn(ctx context.Context, dev gpu.Device, hostBytes int64, req engineR
 		return nil, nil, err
 	}
 	defer r.Close()
+	defer m.EngineCall()()
+	fitted := m.Time(metrics.StageEngineFit)
 	if err := r.Fit(ctx, req.X, req.Y); err != nil {
 		return nil, nil, err
 	}
+	fitted()
+	predicted := m.Time(metrics.StageEnginePredict)
 	preds, err := r.Predict(ctx, req.Xq)
 	if err != nil {
 		return nil, nil, err
 	}
+	predicted()
 	rep := r.MemoryReport()
+	m.ObserveRung(rep.Rung)
 	rep.Clamped, rep.Notes = nil, nil // the server adds its own
 	b, err := json.Marshal(rep)
 	return preds, b, err

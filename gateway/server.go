@@ -67,7 +67,7 @@ func NewServer(cfg Config, db *pgxpool.Pool, logger *slog.Logger) (*Server, erro
 		gate:   newGate(cfg.MaxConcurrent, cfg.MaxQueue, cfg.QueueTimeout),
 		now:    time.Now,
 	}
-	s.predict = newEngine(cfg.DeviceMemoryBytes, cfg.HostMemoryBytes)
+	s.predict = newEngine(cfg.DeviceMemoryBytes, cfg.HostMemoryBytes, cfg.Metrics)
 	return s, nil
 }
 

@@ -3,13 +3,16 @@ package metrics
 import "time"
 
 // ObserveTask counts a settled task by its final status (success, partial,
-// failed, skipped, dry_run) and records how long it took end to end.
+// failed, skipped, dry_run) and records how long it took end to end; a
+// negative took (not known) is counted without a duration.
 func (m *Metrics) ObserveTask(status string, took time.Duration) {
 	if m == nil {
 		return
 	}
 	m.tasks.WithLabelValues(bound(status, taskStatuses())).Inc()
-	m.taskDuration.Observe(took.Seconds())
+	if took >= 0 {
+		m.taskDuration.Observe(took.Seconds())
+	}
 }
 
 // ObserveStage records how long one stage of a task took.
@@ -63,3 +66,7 @@ func (m *Metrics) DeadLetter(stream string, r Reason) {
 	}
 	m.deadLetters.WithLabelValues(bound(stream, workStreams()), bound(string(r), reasons())).Inc()
 }
+
+// CountDeadLetter is DeadLetter for the bus, which names reasons by their
+// text (bus.DeadLetterCounter).
+func (m *Metrics) CountDeadLetter(stream, reason string) { m.DeadLetter(stream, Reason(reason)) }

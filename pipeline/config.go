@@ -13,6 +13,7 @@ import (
 	"github.com/regressd/regressd/gateway"
 	"github.com/regressd/regressd/gpu"
 	"github.com/regressd/regressd/scheduler"
+	"github.com/regressd/regressd/tracing"
 	"github.com/regressd/regressd/worker"
 )
 
@@ -90,6 +91,10 @@ type Config struct {
 	// router of its own.
 	Predict worker.Predictor
 	Models  scheduler.ModelCheck
+	// Tracing is the roles' tracer provider (a test's in-memory one, say);
+	// nil builds one from the environment: OTLP when
+	// OTEL_EXPORTER_OTLP_ENDPOINT is set, nothing otherwise.
+	Tracing *tracing.Provider
 	// Logger receives every role's logs. Default: none.
 	Logger *slog.Logger
 }

@@ -41,7 +41,7 @@ func (p *Pipeline) routes(mux *http.ServeMux, extra map[string]http.Handler) {
 	builtin := map[string]http.HandlerFunc{
 		"GET /livez":   func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") },
 		"GET /readyz":  p.ready,
-		"GET /metrics": p.writeMetrics,
+		"GET /metrics": p.metrics.Handler().ServeHTTP,
 	}
 	for pattern, h := range builtin {
 		if _, replaced := extra[pattern]; !replaced {
@@ -67,19 +67,4 @@ func (p *Pipeline) ready(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fmt.Fprintln(w, "ready")
-}
-
-func (p *Pipeline) writeMetrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	if p.NC != nil {
-		s := p.NC.Stats()
-		fmt.Fprintf(w, "# TYPE regressd_nats_out_bytes_total counter\nregressd_nats_out_bytes_total %d\n", s.OutBytes)
-		fmt.Fprintf(w, "# TYPE regressd_nats_in_bytes_total counter\nregressd_nats_in_bytes_total %d\n", s.InBytes)
-	}
-	if p.Pool != nil {
-		fmt.Fprintf(w, "# TYPE regressd_db_conns gauge\nregressd_db_conns %d\n", p.Pool.Stat().TotalConns())
-	}
-	for _, f := range p.metrics {
-		f(w)
-	}
 }

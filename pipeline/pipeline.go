@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -11,9 +10,11 @@ import (
 
 	"github.com/regressd/regressd/gateway"
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/metrics"
 	"github.com/regressd/regressd/producer"
 	"github.com/regressd/regressd/scheduler"
 	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tracing"
 	"github.com/regressd/regressd/tsdb"
 	"github.com/regressd/regressd/worker"
 	"github.com/regressd/regressd/writer"
@@ -30,8 +31,11 @@ type Pipeline struct {
 	url        string
 	gatewayURL string
 	triggers   *scheduler.Store
-	// metrics write role-specific Prometheus lines on /metrics.
-	metrics []func(w io.Writer)
+	// metrics is served on /metrics; the roles record in it.
+	metrics *metrics.Metrics
+	// tracing is the roles' tracer provider; ownTracing says Close shuts it down.
+	tracing    *tracing.Provider
+	ownTracing bool
 }
 
 // Start opens the stores the roles need and starts them; they run until
@@ -62,6 +66,10 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 			p.Close()
 		}
 	}()
+	if err := p.observe(ctx, cfg, serviceName(names)); err != nil {
+		return nil, err
+	}
+	m, tr := p.metrics, p.tracing
 	sealer, err := cfg.Sealer(cfg.Secret, true)
 	if err != nil {
 		return nil, err
@@ -73,7 +81,8 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		}
 	}
 	if cfg.has(Producer) {
-		pr, err := producer.New(ctx, st.JS, tsdb.New(st.Pool), producer.Config{Concurrency: cfg.Concurrency, Logger: log.With("role", "producer")})
+		pr, err := producer.New(ctx, st.JS, tsdb.New(st.Pool), producer.Config{Concurrency: cfg.Concurrency, Logger: log.With("role", "producer"),
+			Metrics: m, Tracing: tr})
 		if err != nil {
 			return nil, err
 		}
@@ -85,24 +94,26 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		}
 	}
 	if cfg.has(Writer) {
-		w, err := writer.New(ctx, st.JS, st.Pool, writer.Config{Concurrency: 2 * cfg.Concurrency, Logger: log.With("role", "writer")})
+		w, err := writer.New(ctx, st.JS, st.Pool, writer.Config{Concurrency: 2 * cfg.Concurrency, Logger: log.With("role", "writer"),
+			Metrics: m, Tracing: tr})
 		if err != nil {
 			return nil, err
 		}
 		p.spawn(ctx, log, "writer", w.Run)
 	}
 	p.routes(mux, cfg.Handlers)
-	if p.url, err = p.serve(ctx, mux, cfg.HTTPAddr, "http", log); err != nil {
+	if p.url, err = p.serve(ctx, p.instrument(metrics.ServerAPI, mux), cfg.HTTPAddr, "http", log); err != nil {
 		return nil, err
 	}
 	if cfg.has(Gateway) {
 		gcfg := cfg.GatewayConfig
 		gcfg.DeviceMemoryBytes = cfg.DeviceMemory
+		gcfg.Metrics = m
 		g, err := gateway.NewServer(gcfg, st.Pool, log.With("role", "gateway"))
 		if err != nil {
 			return nil, err
 		}
-		if p.gatewayURL, err = p.serve(ctx, g.Handler(), cfg.GatewayAddr, "gateway", log); err != nil {
+		if p.gatewayURL, err = p.serve(ctx, p.instrument(metrics.ServerGateway, g.Handler()), cfg.GatewayAddr, "gateway", log); err != nil {
 			return nil, err
 		}
 	}
@@ -125,7 +136,7 @@ func (p *Pipeline) startScheduler(ctx context.Context, cfg Config, sealer *schem
 	}
 	s, err := scheduler.New(ctx, p.JS, scheduler.Config{ServiceKey: cfg.ServiceKey, AuthTokens: cfg.AuthTokens,
 		Models: models, Tables: tables, Tasks: ledger, Sealer: sealer, WaitTimeout: cfg.WaitTimeout, ConfigDir: cfg.ConfigDir,
-		Logger: cfg.Logger.With("role", "scheduler")})
+		Logger: cfg.Logger.With("role", "scheduler"), Metrics: p.metrics, Tracing: p.tracing})
 	if err != nil {
 		return err
 	}
@@ -134,10 +145,6 @@ func (p *Pipeline) startScheduler(ctx context.Context, cfg Config, sealer *schem
 		return err
 	}
 	p.triggers = s.Store()
-	p.metrics = append(p.metrics, func(w io.Writer) {
-		fmt.Fprintf(w, "# TYPE regressd_schedule_ticks_total counter\nregressd_schedule_ticks_total %d\n", s.TicksFired.Load())
-		fmt.Fprintf(w, "# TYPE regressd_schedule_ticks_skipped_total counter\nregressd_schedule_ticks_skipped_total %d\n", s.TicksSkipped.Load())
-	})
 	p.spawn(ctx, cfg.Logger, "scheduler", s.Run)
 	return nil
 }
@@ -151,19 +158,22 @@ func (p *Pipeline) startWorker(ctx context.Context, cfg Config, sealer *schemas.
 		if err != nil {
 			return fmt.Errorf("--gateway-url: %w", err)
 		}
+		r.Metrics = p.metrics
 		pred = r
 	case pred == nil:
 		opts := append([]gpu.Option{gpu.WithDevice(gpu.NewCPUDevice(cfg.DeviceMemory)), gpu.WithHostMemory(gpu.HostMemoryBytes())}, cfg.EngineOptions...)
-		pred = worker.NewLocal(16, opts...)
+		local := worker.NewLocal(16, opts...)
+		local.Metrics = p.metrics
+		pred = local
 	}
 	w, err := worker.New(ctx, p.JS, worker.Config{Predictor: pred, PredictorName: cfg.Predictor, Sealer: sealer, NeedKey: remote,
-		Concurrency: cfg.Concurrency, Logger: cfg.Logger.With("role", "worker")})
+		Concurrency: cfg.Concurrency, Logger: cfg.Logger.With("role", "worker"), Metrics: p.metrics, Tracing: p.tracing})
 	if err != nil {
 		return err
 	}
-	p.metrics = append(p.metrics, func(out io.Writer) {
-		fmt.Fprintf(out, "# TYPE regressd_worker_breaker_open gauge\nregressd_worker_breaker_open %d\n", map[bool]int{true: 1}[w.BreakerState().String() == "open"])
-	})
+	if err := p.metrics.WatchBreaker(func() string { return w.BreakerState().String() }); err != nil {
+		return err
+	}
 	p.spawn(ctx, cfg.Logger, "worker", w.Run)
 	return nil
 }
@@ -194,6 +204,7 @@ func (p *Pipeline) Close() {
 	p.once.Do(func() {
 		p.cancel()
 		p.wg.Wait()
+		p.closeTracing()
 		p.Stack.Close()
 	})
 }

@@ -146,6 +146,7 @@ func (p *Producer) publishBatches(ctx context.Context, meta schemas.TaskMeta, hd
 			return err
 		}
 		m := schemas.NewBatchMsg(meta.Trigger, hdr, b, body)
+		p.cfg.Tracing.InjectMsg(ctx, m)
 		ack, err := p.js.PublishMsgAsync(m, jetstream.WithMsgID(schemas.BatchMsgID(meta.TaskID, b)))
 		if err != nil {
 			return fmt.Errorf("publish batch %d: %w", b, err)
@@ -221,9 +222,10 @@ func (p *Producer) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
 	if job.TaskID == "" || err != nil && !errors.Is(err, schemas.ErrOtherVersion) {
 		return nil // not a job of ours: there is no task to settle
 	}
+	ctx = p.cfg.Tracing.ExtractMsg(ctx, dl.Header)
 	meta := schemas.TaskMeta{TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement,
 		Target: job.Args.Field, Model: job.Args.Model, Features: job.Args.FeatureFields, Start: job.Start,
-		End: job.End, DryRun: job.DryRun, Origin: job.Origin}
+		End: job.End, DryRun: job.DryRun, Origin: job.Origin, Requested: job.Requested}
 	return p.publishVerdict(ctx, meta, &verdict{schemas.StatusFailed, http.StatusInternalServerError,
 		"the job was dead-lettered (see 'regressd dlq list'): " + dl.Reason}, "verdict:dead-letter")
 }

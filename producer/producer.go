@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/metrics"
 	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tracing"
 	"github.com/regressd/regressd/tsdb"
 )
 
@@ -20,6 +22,11 @@ type Config struct {
 	// Concurrency is the number of jobs read at once. Default 2.
 	Concurrency int
 	Logger      *slog.Logger
+	// Metrics records window reads and rows; nil records nothing.
+	Metrics *metrics.Metrics
+	// Tracing continues each job's trace and carries it on in its batches;
+	// nil traces nothing.
+	Tracing *tracing.Provider
 }
 
 // Producer turns jobs into batches.
@@ -58,8 +65,8 @@ func (p *Producer) Run(ctx context.Context) error {
 		// a quarter of an hour of database trouble before the job is
 		// dead-lettered and its task failed.
 		AckWait: bus.DefaultAckWait, MaxDeliver: 20,
-		Concurrency: p.cfg.Concurrency, OnDeadLetter: p.onDeadLetter, Logger: p.log,
-	}, p.handle)
+		Concurrency: p.cfg.Concurrency, OnDeadLetter: p.onDeadLetter, Logger: p.log, DeadLetters: p.cfg.Metrics,
+	}, p.cfg.Tracing.Handle("producer plan", p.handle))
 }
 
 func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
@@ -95,7 +102,7 @@ func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
 	meta := schemas.TaskMeta{
 		TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement, Target: job.Args.Field,
 		Model: job.Args.Model, Output: job.Args.OutputMeasurement, OutputSchema: job.Args.OutputSchema, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
-		Origin: job.Origin, SkipExisting: job.Args.SkipExisting, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
+		Origin: job.Origin, Requested: job.Requested, SkipExisting: job.Args.SkipExisting, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
 	}
 	resumed, err := p.resumePlan(ctx, job, log)
 	if !resumed && err == nil {
@@ -134,10 +141,13 @@ func (p *Producer) readWindow(ctx context.Context, job schemas.Job, meta *schema
 	}
 	q := tsdb.WindowQuery{Measurement: a.Measurement, Target: a.Field, Features: a.FeatureFields,
 		TagColumns: meta.TagColumns, Filter: a.Tags, Start: job.Start, End: job.End, Limit: a.MaxReadRows}
+	readDone := p.cfg.Metrics.Time(metrics.StageProducerRead)
 	win, err := p.db.ReadWindow(ctx, q)
 	if err != nil {
 		return w, false, nil, err
 	}
+	readDone()
+	p.cfg.Metrics.AddRows(metrics.RowsRead, int(win.Record.NumRows()))
 	return newWindow(win.Record, len(meta.TagColumns), len(a.FeatureFields)), win.Truncated, win.Release, nil
 }
 
@@ -171,6 +181,7 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 			}
 		}
 		meta.SkippedExists = len(queries) - len(kept)
+		p.cfg.Metrics.AddRows(metrics.RowsSkippedExisting, meta.SkippedExists)
 		queries = kept
 	}
 	if len(queries) > a.MaxPredictRows {
@@ -234,6 +245,7 @@ func (p *Producer) publishVerdict(ctx context.Context, meta schemas.TaskMeta, v 
 	if err != nil {
 		return err
 	}
+	p.cfg.Tracing.InjectMsg(ctx, m)
 	_, err = p.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":"+idSuffix))
 	return err
 }

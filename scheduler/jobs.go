@@ -13,6 +13,7 @@ import (
 
 	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tracing"
 )
 
 // TaskLookup reads a task's summary from its durable record (the writer's
@@ -38,6 +39,9 @@ type Publisher struct {
 	log    *slog.Logger
 	// dupWindow is the jobs stream's duplicate window.
 	dupWindow time.Duration
+	// Tracing carries the trace of the publishing context in every job's
+	// headers; nil carries none.
+	Tracing *tracing.Provider
 
 	// One watcher of the whole task bucket (Watch) serves every Wait: a
 	// watcher per call would be a consumer created and deleted on the
@@ -112,6 +116,7 @@ func (p *Publisher) publishAs(ctx context.Context, job schemas.Job, msgID string
 	if err != nil {
 		return "", false, err
 	}
+	p.Tracing.InjectMsg(ctx, msg)
 	ack, err := p.js.PublishMsg(ctx, msg, jetstream.WithMsgID(msgID))
 	if err != nil {
 		return "", false, fmt.Errorf("publish job: %w", err)

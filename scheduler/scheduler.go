@@ -13,8 +13,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/robfig/cron/v3"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/regressd/regressd/metrics"
 	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tracing"
 )
 
 // Config configures a Scheduler.
@@ -44,6 +48,11 @@ type Config struct {
 	// answering 202 with the task id. Default 10 minutes.
 	WaitTimeout time.Duration
 	Logger      *slog.Logger
+	// Metrics records schedule ticks and runs; nil records nothing.
+	Metrics *metrics.Metrics
+	// Tracing starts each task's trace and carries it in the job's
+	// headers; nil traces nothing.
+	Tracing *tracing.Provider
 }
 
 // originWebhook is the origin of an engine request's job.
@@ -100,6 +109,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Scheduler, e
 	if err != nil {
 		return nil, err
 	}
+	pub.Tracing = cfg.Tracing
 	return &Scheduler{cfg: cfg, store: store, pub: pub, log: cfg.Logger, entries: map[string]*scheduled{},
 		waits: map[*context.CancelFunc]struct{}{}}, nil
 }
@@ -119,14 +129,20 @@ func (s *Scheduler) submit(ctx context.Context, trigger string, args schemas.Run
 	}
 	job := schemas.Job{Trigger: trigger, Args: args, Start: start, End: end, DryRun: dryRun,
 		Origin: origin, SealedKey: sealed, Requested: time.Now().UTC()}
+	// The task's trace starts here; the job's headers carry it on.
+	ctx, span := s.cfg.Tracing.Start(ctx, "regressd.task", trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(tracing.AttrTrigger.String(trigger), tracing.AttrOrigin.String(origin)))
+	defer span.End()
 	publish := func() (string, bool, error) { return s.pub.Publish(ctx, job, "") }
 	if origin == originWebhook {
 		publish = func() (string, bool, error) { return s.pub.PublishRequest(ctx, job) }
 	}
 	taskID, dup, err := publish()
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return "", err
 	}
+	span.SetAttributes(tracing.AttrTaskID.String(taskID))
 	s.taskLog(taskID).Info("job queued", "trigger", trigger, "origin", origin, "window_start", start, "window_end", end, "dry_run", dryRun, "duplicate", dup)
 	return taskID, nil
 }
@@ -179,6 +195,12 @@ func (s *Scheduler) apply(ctx context.Context, c *cron.Cron, e jetstream.KeyValu
 		c.Remove(old.id)
 		delete(s.entries, name)
 	}
+	scheduledNow := false
+	defer func() {
+		if !scheduledNow {
+			s.cfg.Metrics.ForgetSchedule(name)
+		}
+	}()
 	if e.Operation() != jetstream.KeyValuePut {
 		return
 	}
@@ -206,6 +228,10 @@ func (s *Scheduler) apply(ctx context.Context, c *cron.Cron, e jetstream.KeyValu
 		s.fire(ctx, t, fireTime(c, id), &ent.running)
 	}))
 	s.entries[name] = ent
+	now := time.Now()
+	next := ps.Schedule.Next(now)
+	s.cfg.Metrics.SetSchedule(name, ps.Schedule.Next(next).Sub(next), now)
+	scheduledNow = true
 	s.log.Info("trigger scheduled", "trigger", t.Name, "spec", t.Spec)
 }
 
@@ -228,6 +254,7 @@ func (s *Scheduler) fire(ctx context.Context, t Trigger, fireTime time.Time, run
 	name := t.Name
 	if prev := running.Load(); prev != nil {
 		s.TicksSkipped.Add(1)
+		s.cfg.Metrics.ScheduleTick(true)
 		s.log.Info("tick skipped: previous run still in progress", "trigger", name, "task_id", *prev)
 		return
 	}
@@ -242,6 +269,7 @@ func (s *Scheduler) fire(ctx context.Context, t Trigger, fireTime time.Time, run
 		return
 	}
 	s.TicksFired.Add(1)
+	s.cfg.Metrics.ScheduleTick(false)
 	taskID, err := s.submit(ctx, name, run.Args, start, end, run.DryRun, "schedule", s.cfg.ServiceKey)
 	if err != nil {
 		s.log.Error("scheduled run not queued", "trigger", name, "err", err)
@@ -254,8 +282,11 @@ func (s *Scheduler) fire(ctx context.Context, t Trigger, fireTime time.Time, run
 	s.fires.Add(1)
 	go func() {
 		defer s.fires.Done()
-		if _, err := s.pub.Wait(ctx, taskID); err == nil {
+		if sum, err := s.pub.Wait(ctx, taskID); err == nil {
 			running.CompareAndSwap(&taskID, nil)
+			if sum.Status != schemas.StatusFailed {
+				s.cfg.Metrics.ScheduleSucceeded(name, fireTime)
+			}
 		}
 	}()
 }

@@ -70,6 +70,9 @@ type TaskMeta struct {
 	End          time.Time         `json:"end"`
 	DryRun       bool              `json:"dry_run,omitempty"`
 	Origin       string            `json:"origin,omitempty"`
+	// Requested is when the task's job was published (Job.Requested), for
+	// the task's end-to-end latency; zero from an older producer.
+	Requested time.Time `json:"requested,omitzero"`
 	// SkipExisting keeps a prediction already written (by a task running
 	// beside this one) instead of replacing it, and does not count it.
 	SkipExisting bool `json:"skip_existing,omitempty"`

@@ -73,4 +73,9 @@ func New(ctx context.Context, service string) (*Provider, error) {
 }
 
 // Shutdown exports the spans still buffered and stops the exporter.
-func (p *Provider) Shutdown(ctx context.Context) error { return p.shutdown(ctx) }
+func (p *Provider) Shutdown(ctx context.Context) error {
+	if p == nil || p.shutdown == nil {
+		return nil
+	}
+	return p.shutdown(ctx)
+}

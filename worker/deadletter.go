@@ -28,6 +28,7 @@ func (w *Worker) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
 	if err != nil {
 		return err
 	}
+	w.cfg.Tracing.InjectMsg(w.cfg.Tracing.ExtractMsg(ctx, dl.Header), m)
 	// Its own id, so that the batch's real result, should the batch be
 	// retried from the DLQ, is not dropped as a duplicate of this one.
 	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(schemas.BatchMsgID(meta.TaskID, batchNo)+":dead-letter"))

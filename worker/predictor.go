@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/metrics"
 )
 
 // Request is one batch to predict.
@@ -57,6 +58,9 @@ func IsFinal(err error) bool {
 // cache is closed (its KV cache freed) once no batch is using it.
 type Local struct {
 	opts []gpu.Option
+	// Metrics times fits and predictions, counts them in flight and
+	// records the KV-cache rung; nil records nothing. Set before use.
+	Metrics *metrics.Metrics
 
 	mu    sync.Mutex
 	cache map[string]*fitted
@@ -103,7 +107,11 @@ func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
 			f.err = Final(err)
 			return
 		}
-		if err := r.Fit(ctx, req.X, req.Y); err != nil {
+		inflight, timed := l.Metrics.EngineCall(), l.Metrics.Time(metrics.StageEngineFit)
+		err = r.Fit(ctx, req.X, req.Y)
+		timed()
+		inflight()
+		if err != nil {
 			r.Close()
 			if stopped(err) {
 				f.err = fmt.Errorf("fit context: %w", err)
@@ -120,7 +128,13 @@ func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
 		}
 		return nil, f.err
 	}
+	inflight, timed := l.Metrics.EngineCall(), l.Metrics.Time(metrics.StageEnginePredict)
 	out, err := f.r.Predict(ctx, req.Xq)
+	timed()
+	inflight()
+	if err == nil {
+		l.Metrics.ObserveRung(f.r.MemoryReport().Rung)
+	}
 	if stopped(err) {
 		return nil, fmt.Errorf("predict: %w", err)
 	}

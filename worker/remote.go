@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/regressd/regressd/gateway"
+	"github.com/regressd/regressd/metrics"
 )
 
 // Remote predicts through a hosted gateway that speaks POST /predict: ours
@@ -12,6 +13,8 @@ import (
 // the wire format requires; the context still crosses the bus only once.
 type Remote struct {
 	url string
+	// Metrics counts the calls by outcome; nil counts nothing.
+	Metrics *metrics.Metrics
 }
 
 var _ Predictor = (*Remote)(nil)
@@ -41,6 +44,7 @@ func (r *Remote) Predict(ctx context.Context, req Request) ([]float64, error) {
 		return nil, Final(err)
 	}
 	ans, err := c.Predict(ctx, req.X, req.Y, req.Xq, nil)
+	r.Metrics.GatewayCall(gatewayOutcome(ctx, err))
 	if err != nil {
 		if gateway.IsTransient(err) {
 			return nil, err // the gateway's errors already say "gateway:"

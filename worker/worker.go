@@ -19,7 +19,9 @@ import (
 
 	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/gateway"
+	"github.com/regressd/regressd/metrics"
 	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tracing"
 )
 
 // Config configures a Worker.
@@ -46,6 +48,12 @@ type Config struct {
 	// status page. Optional.
 	PredictorName string
 	Logger        *slog.Logger
+	// Metrics records rows predicted, gateway retries and dead letters;
+	// nil records nothing.
+	Metrics *metrics.Metrics
+	// Tracing continues each batch's trace and carries it on in its
+	// result; nil traces nothing.
+	Tracing *tracing.Provider
 }
 
 // Worker predicts batches.
@@ -139,8 +147,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		MaxWork:      2 * time.Hour,
 		Concurrency:  w.cfg.Concurrency,
 		Gate:         func() bool { return w.cb.State() != gobreaker.StateOpen },
-		OnDeadLetter: w.onDeadLetter, Logger: w.log,
-	}, w.handle)
+		OnDeadLetter: w.onDeadLetter, Logger: w.log, DeadLetters: w.cfg.Metrics,
+	}, w.cfg.Tracing.Handle("worker predict", w.handle))
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
@@ -165,6 +173,9 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 			attempt = md.NumDelivered
 		}
 		if attempt < uint64(attempts) {
+			if w.cfg.NeedKey {
+				w.cfg.Metrics.GatewayRetry(gatewayOutcome(ctx, err))
+			}
 			return bus.RetryIn(err, retryWait(attempt, err)) // transient: try again after a backoff
 		}
 		err = Final(fmt.Errorf("gave up after %d attempts (max_retries=%d): %w", attempt, attempts, err))
@@ -179,6 +190,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := w.publish(ctx, meta, batchNo, rec, preds, "", 0); err != nil {
 		return err
 	}
+	w.cfg.Metrics.AddRows(metrics.RowsPredicted, predicted(preds))
 	log.Debug("batch predicted", "rows", rec.NumRows())
 	// The result is stored: an ack lost on the way costs a second
 	// prediction, whose result the ledger ignores, so it is not waited for.
@@ -366,6 +378,7 @@ func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int
 	if err != nil {
 		return err
 	}
+	w.cfg.Tracing.InjectMsg(ctx, m)
 	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(schemas.BatchMsgID(meta.TaskID, batchNo)))
 	return err
 }

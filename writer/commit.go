@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/regressd/regressd/metrics"
 	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/tsdb"
 )
@@ -143,14 +144,19 @@ func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, err
 	}
 	var statuses []schemas.Status
 	var ensured []string
+	var n tally
+	committed := w.cfg.Metrics.Time(metrics.StageWriterCommit)
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
-		statuses, ensured, err = w.applyIn(ctx, tx, rs)
+		n = tally{}
+		statuses, ensured, err = w.applyIn(ctx, tx, rs, &n)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	committed()
+	n.record(w.cfg.Metrics)
 	w.markEnsured(ensured...) // only now: DDL rolled back with a failed transaction must run again
 	return statuses, nil
 }
@@ -196,7 +202,7 @@ const statusCovered schemas.Status = "covered"
 // publishes: the task's status after the transaction, statusCovered where a
 // later result of the task carries it, or "" when unknown (a verdict, or a
 // result written before).
-func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses []schemas.Status, ensured []string, err error) {
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally) (statuses []schemas.Status, ensured []string, err error) {
 	fresh, err := claimBatches(ctx, tx, rs)
 	if err != nil {
 		return nil, nil, err
@@ -214,6 +220,7 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses 
 			if err := settleVerdict(ctx, tx, r.Meta.TaskID, r.Status, r.Message, r.Code); err != nil {
 				return nil, nil, err
 			}
+			n.settled(r.Status, r.Meta)
 			continue
 		}
 		out[i] = &settled{}
@@ -246,6 +253,7 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses 
 	}
 	for k, i := range writers {
 		out[i].written = written[k]
+		n.wrote(writes[k], written[k])
 	}
 	tasks, err := finishTasks(ctx, tx, rs, out)
 	if err != nil {
@@ -263,6 +271,9 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result) (statuses 
 				statuses[i] = statusCovered
 				break
 			}
+		}
+		if statuses[i] != statusCovered && statuses[i].Done() {
+			n.settled(statuses[i], r.Meta) // the task's last result: it ended in this transaction
 		}
 	}
 	return statuses, ensured, nil

@@ -15,7 +15,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/metrics"
 	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tracing"
 	"github.com/regressd/regressd/tsdb"
 )
 
@@ -26,6 +28,11 @@ type Config struct {
 	// (group commit), up to maxGroup.
 	Concurrency int
 	Logger      *slog.Logger
+	// Metrics records commits, rows written and tasks settled; nil
+	// records nothing.
+	Metrics *metrics.Metrics
+	// Tracing continues each result's trace; nil traces nothing.
+	Tracing *tracing.Provider
 }
 
 // Writer writes results.
@@ -97,8 +104,8 @@ func (w *Writer) Run(ctx context.Context) error {
 		// settle the ledger: they are retried through about 45 minutes of
 		// database trouble before they are dead-lettered.
 		AckWait: bus.DefaultAckWait, MaxDeliver: 50,
-		Concurrency: w.cfg.Concurrency * maxGroup, OnDeadLetter: w.onDeadLetter, Logger: w.log,
-	}, w.handle)
+		Concurrency: w.cfg.Concurrency * maxGroup, OnDeadLetter: w.onDeadLetter, Logger: w.log, DeadLetters: w.cfg.Metrics,
+	}, w.cfg.Tracing.Handle("writer write", w.handle))
 }
 
 // result is a decoded result message: its headers and its predictions. A

@@ -73,6 +73,13 @@ type Env struct {
 // add to or override the defaults.
 func Start(t *testing.T, extra ...string) *Env {
 	t.Helper()
+	return StartWith(t, nil, extra...)
+}
+
+// StartWith is Start with edit applied to the configuration before the
+// pipeline starts (a test's tracer provider, say).
+func StartWith(t *testing.T, edit func(*pipeline.Config), extra ...string) *Env {
+	t.Helper()
 	e := &Env{T: t, DataDir: t.TempDir(), DBURL: pgtest.URL(t), Logs: &SyncBuffer{}}
 	args := append([]string{"--data-dir", e.DataDir, "--database-url", e.DBURL, "--nats-listen", "127.0.0.1:0",
 		"--http-addr", "127.0.0.1:0", "--log-level", "debug"}, extra...)
@@ -81,6 +88,9 @@ func Start(t *testing.T, extra ...string) *Env {
 		t.Fatal(err)
 	}
 	cfg.Roles = []pipeline.Role{pipeline.Scheduler, pipeline.Producer, pipeline.Worker, pipeline.Writer}
+	if edit != nil {
+		edit(&cfg)
+	}
 	p, err := pipeline.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
