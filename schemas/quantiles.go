@@ -7,6 +7,7 @@ package schemas
 // that contracts import nothing of ours.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -112,4 +113,18 @@ func ResultSchemaFor(levels []float64) *arrow.Schema {
 		fs = append(fs, arrow.Field{Name: c, Type: arrow.PrimitiveTypes.Float64, Nullable: true})
 	}
 	return arrow.NewSchema(fs, nil)
+}
+
+// PolicyJSON is the policy as a /predict request's large_context_policy
+// carries it: one name as a string, several as a list; nil for none.
+func (lc *LargeContext) PolicyJSON() json.RawMessage {
+	if lc == nil || len(lc.Policy) == 0 {
+		return nil
+	}
+	var v any = lc.Policy
+	if len(lc.Policy) == 1 {
+		v = lc.Policy[0]
+	}
+	b, _ := json.Marshal(v)
+	return b
 }
