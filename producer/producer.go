@@ -96,6 +96,7 @@ func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
 		TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement, Target: job.Args.Field,
 		Model: job.Args.Model, Output: job.Args.OutputMeasurement, OutputSchema: job.Args.OutputSchema, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
 		Origin: job.Origin, SkipExisting: job.Args.SkipExisting, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
+		Quantiles: job.Args.Quantiles, LargeContext: job.Args.LargeContext,
 	}
 	resumed, err := p.resumePlan(ctx, job, log)
 	if !resumed && err == nil {
