@@ -184,7 +184,7 @@ func largeContextKey(lc *schemas.LargeContext) string {
 // fitLarge fits a request's context under its large-context settings: the
 // whole context below the threshold, the policy's windows (fitted on the
 // first batch that needs them) above it.
-func fitLarge(ctx context.Context, req Request, opts []gpu.Option) (*largectx.Model, error) {
+func fitLarge(ctx context.Context, req Request, opts []gpu.Option, window int) (*largectx.Model, error) {
 	lc := req.LargeContext
 	creq := largectx.Request{Policy: lc.PolicyJSON(), Seed: lc.Seed}
 	if lc.Threshold > 0 {
@@ -195,6 +195,7 @@ func fitLarge(ctx context.Context, req Request, opts []gpu.Option) (*largectx.Mo
 	if err != nil {
 		return nil, refuse(http.StatusBadRequest, err)
 	}
+	cfg.Window = window
 	newReg := func() (*gpu.Regressor, error) { return gpu.NewRegressor(req.Model, opts...) }
 	m, err := largectx.Fit(ctx, cfg, newReg, req.X, req.Y)
 	switch {

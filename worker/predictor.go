@@ -65,6 +65,9 @@ func IsFinal(err error) bool {
 // cache is closed (its KV cache freed) once no batch is using it.
 type Local struct {
 	opts []gpu.Option
+	// window is the most context rows one call of a large-context policy
+	// takes; 0: largectx.DefaultWindow. Tests make it small.
+	window int
 
 	mu    sync.Mutex
 	cache map[string]*fitted
@@ -135,7 +138,7 @@ func (l *Local) fitted(ctx context.Context, req Request) (*fitted, error) {
 	f := l.acquire(key)
 	f.once.Do(func() {
 		if req.LargeContext != nil {
-			f.m, f.err = fitLarge(ctx, req, l.opts)
+			f.m, f.err = fitLarge(ctx, req, l.opts, l.window)
 			return
 		}
 		r, err := gpu.NewRegressor(req.Model, l.opts...)
