@@ -67,6 +67,11 @@ func TestQuantilesEndToEnd(t *testing.T) {
 	if st != http.StatusOK || !strings.Contains(string(body), `"outside_range"`) {
 		t.Fatalf("run %s", body)
 	}
+	// The status page draws the p10–p90 band from these columns.
+	st, body = e.Do(http.MethodGet, "/api/v3/triggers/mq/series?start="+pipelinetest.T0.Format(time.RFC3339)+"&end="+pipelinetest.T0.Add(300*time.Hour).Format(time.RFC3339), nil, nil)
+	if st != http.StatusOK || !strings.Contains(string(body), `"intervals": true`) || !strings.Contains(string(body), `"p90":`) {
+		t.Fatalf("series for the status page: HTTP %d: %.600s", st, body)
+	}
 }
 
 // A level whose column a tag column of the source already names is
