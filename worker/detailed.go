@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/regressd/regressd/gateway"
 	"github.com/regressd/regressd/gpu"
 	"github.com/regressd/regressd/gpu/largectx"
 	"github.com/regressd/regressd/schemas"
@@ -88,9 +89,9 @@ func predictDetailed(ctx context.Context, p Predictor, req Request) (*Detailed, 
 func plainOnly(req Request) error {
 	switch {
 	case len(req.Quantiles) > 0:
-		return refuse(http.StatusBadRequest, errors.New("quantiles are not supported by this worker's predictor (a hosted gateway, --gateway-url): the regressd worker asks only the built-in engine for intervals; remove quantiles from the trigger or run the worker without --gateway-url"))
+		return refuse(http.StatusBadRequest, errors.New("quantiles are not supported by this worker's predictor, which answers points only: remove quantiles from the trigger or run the worker with the built-in engine"))
 	case req.LargeContext != nil:
-		return refuse(http.StatusBadRequest, errors.New("large_context_* arguments are not supported by this worker's predictor (a hosted gateway, --gateway-url): remove them from the trigger or run the worker without --gateway-url"))
+		return refuse(http.StatusBadRequest, errors.New("large_context_* arguments are not supported by this worker's predictor, which answers points only: remove them from the trigger or run the worker with the built-in engine"))
 	}
 	return nil
 }
@@ -155,17 +156,41 @@ func (l *Local) PredictDetailed(ctx context.Context, req Request) (*Detailed, er
 	return d, nil
 }
 
-// PredictDetailed refuses quantiles and large-context policies, which
-// this client does not send; otherwise it is Predict.
+// PredictDetailed is Predict that also sends the request's quantiles
+// (output_type=quantiles) and large-context settings, as the vendor's
+// client sends them. A gateway that ignores them (an answer without
+// output_type or large_context_report) is refused with a 400 naming what
+// it ignored, rather than writing points without their quantiles.
 func (r *Remote) PredictDetailed(ctx context.Context, req Request) (*Detailed, error) {
-	if err := plainOnly(req); err != nil {
-		return nil, err
+	if req.Quantiles == nil && req.LargeContext == nil {
+		v, err := r.Predict(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return &Detailed{Values: v}, nil
 	}
-	v, err := r.Predict(ctx, req)
+	c, err := r.client(req)
 	if err != nil {
 		return nil, err
 	}
-	return &Detailed{Values: v}, nil
+	o := gateway.DetailedOptions{Quantiles: req.Quantiles}
+	if lc := req.LargeContext; lc != nil {
+		o.LargeContextPolicy, o.LargeContextSeed = lc.PolicyJSON(), lc.Seed
+		if lc.Threshold > 0 {
+			t := int64(lc.Threshold)
+			o.LargeContextThreshold = &t
+		}
+	}
+	ans, err := c.PredictDetailed(ctx, req.X, req.Y, req.Xq, o)
+	switch {
+	case errors.Is(err, gateway.ErrIgnored):
+		return nil, refuse(http.StatusBadRequest, fmt.Errorf("%w: the hosted gateway (--gateway-url) does not support what the trigger asks (quantiles, large_context_*); remove those arguments or run the worker with the built-in engine", err))
+	case err != nil && gateway.IsTransient(err):
+		return nil, err
+	case err != nil:
+		return nil, Final(err)
+	}
+	return &Detailed{Values: ans.Predictions, Quantiles: ans.Quantiles}, nil
 }
 
 // largeContextKey tells apart fits of one context under different

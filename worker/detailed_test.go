@@ -2,8 +2,11 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -81,9 +84,9 @@ func TestQuantilesAndOutsideReachTheResult(t *testing.T) {
 	}
 }
 
-// A predictor that answers points only (a hosted gateway; here the bench
-// predictor) refuses a task's quantiles and large-context policy with a
-// 400 saying why, rather than writing points without them.
+// A predictor that answers points only (the bench predictor) refuses a
+// task's quantiles with a 400 saying why, rather than writing points
+// without them.
 func TestPointOnlyPredictorRefusesQuantiles(t *testing.T) {
 	f := startWorker(t, NewBenchPredictor(), Config{})
 	f.meta.Quantiles = []float64{0.1, 0.9}
@@ -93,13 +96,51 @@ func TestPointOnlyPredictorRefusesQuantiles(t *testing.T) {
 	if r.Status != schemas.StatusFailed || r.Code != http.StatusBadRequest || !strings.Contains(r.Message, "quantiles are not supported") {
 		t.Fatalf("result %+v, want a 400 refusing quantiles", r)
 	}
-	rem, err := NewRemote("http://127.0.0.1:1")
+}
+
+// A hosted gateway is asked for quantiles as the vendor's client asks
+// (output_type=quantiles, the levels in order) and its quantiles are
+// returned; one that answers points only (no output_type) or ignores a
+// large-context policy (no large_context_report) is refused with a 400.
+func TestRemoteQuantiles(t *testing.T) {
+	var got map[string]any
+	honour := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = nil
+		json.NewDecoder(r.Body).Decode(&got)
+		ans := map[string]any{"predictions": []any{1.0, nil}}
+		if honour {
+			ans["output_type"], ans["taus"] = "quantiles", got["quantiles"]
+			ans["quantiles"] = []any{[]any{1.5, 0.5}, []any{nil, nil}}
+		}
+		json.NewEncoder(w).Encode(ans)
+	}))
+	defer srv.Close()
+	rem, err := NewRemote(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = rem.PredictDetailed(context.Background(), Request{Key: "k", LargeContext: &schemas.LargeContext{Policy: []string{"random"}}})
-	if !IsFinal(err) || callerStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "large_context_*") {
-		t.Fatalf("remote with a large-context policy: %v", err)
+	req := Request{Model: "synthefy/nori-30m", Key: "k", X: [][]float64{{1}, {2}}, Y: []float64{1, 2}, Xq: [][]float64{{1}, {3}}, Quantiles: []float64{0.9, 0.1}}
+	d, err := rem.PredictDetailed(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["output_type"] != "quantiles" || fmt.Sprint(got["quantiles"]) != "[0.9 0.1]" {
+		t.Fatalf("request %v: want output_type=quantiles and the levels in order", got)
+	}
+	if len(d.Quantiles) != 2 || d.Quantiles[0][0] != 1.5 || d.Quantiles[0][1] != 0.5 || !math.IsNaN(d.Quantiles[1][0]) || d.Values[0] != 1 {
+		t.Fatalf("answer %+v", d)
+	}
+	honour = false
+	_, err = rem.PredictDetailed(context.Background(), req)
+	if !IsFinal(err) || callerStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "output_type=quantiles was not honoured") {
+		t.Fatalf("a gateway answering points only: %v, want a 400 saying so", err)
+	}
+	req.Quantiles, req.LargeContext = nil, &schemas.LargeContext{Policy: []string{"random", "cluster_route"}}
+	_, err = rem.PredictDetailed(context.Background(), req)
+	if callerStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "no large_context_report") ||
+		fmt.Sprint(got["large_context_policy"]) != "[random cluster_route]" {
+		t.Fatalf("a gateway ignoring the policy: %v (request %v)", err, got)
 	}
 }
 
