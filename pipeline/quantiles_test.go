@@ -85,3 +85,24 @@ func TestQuantileColumnClashRefused(t *testing.T) {
 		t.Fatalf("HTTP %d: %s", st, body)
 	}
 }
+
+// An output table holding a quantile's column with another type fails the
+// run with 409 before the model is called.
+func TestQuantileColumnOfAnotherTypeRefused(t *testing.T) {
+	e := pipelinetest.Start(t)
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "md", Start: pipelinetest.T0, Rows: 60, GapEach: 10})
+	if _, err := e.Pool.Exec(t.Context(), `CREATE TABLE md_regressed ("time" timestamptz NOT NULL, value double precision NOT NULL,
+		model text NOT NULL, source text NOT NULL, target text NOT NULL, p90 text)`); err != nil {
+		t.Fatal(err)
+	}
+	e.CreateTrigger("md", "request:md", pipelinetest.Args("md", "quantiles=0.1 0.9"))
+	status, out := e.Engine("md", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(60*time.Hour)))
+	msg, _ := out["message"].(string)
+	if status != http.StatusOK || out["status"] != "failed" || pipelinetest.Num(out["code"]) != http.StatusConflict ||
+		!strings.Contains(msg, `quantile column "p90" is text, not double precision`) {
+		t.Fatalf("HTTP %d: %v", status, out)
+	}
+	if n := e.Count(`SELECT count(*) FROM md_regressed`); n != 0 {
+		t.Fatalf("%d rows written", n)
+	}
+}

@@ -127,7 +127,7 @@ func (p *Producer) readWindow(ctx context.Context, job schemas.Job, meta *schema
 	meta.TagColumns = table.Tags()
 	// Refuse before the model is paid if the output table cannot be written.
 	out := tsdb.Series{Measurement: a.Measurement, Target: a.Field, Model: a.Model, Table: a.OutputMeasurement,
-		Schema: a.OutputSchema, TagColumns: meta.TagColumns}
+		Schema: a.OutputSchema, TagColumns: meta.TagColumns, Quantiles: schemas.QuantileColumns(a.Quantiles)}
 	if err := tsdb.CheckRegressed(ctx, p.db.Pool(), out); errors.Is(err, tsdb.ErrIncompatible) {
 		return w, false, nil, &verdict{schemas.StatusFailed, http.StatusConflict, err.Error()}
 	} else if err != nil {
