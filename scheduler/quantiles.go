@@ -133,3 +133,31 @@ func addQuantileResult(result map[string]any, sum schemas.TaskSummary) {
 		result["quantiles"] = cols
 	}
 }
+
+// tomlListArg is a config file's list for quantiles (numbers) or
+// large_context_policy (names) in the arguments' string form; ok is false
+// for other keys.
+func tomlListArg(k string, v []any) (s string, ok bool, err error) {
+	what := map[string]string{argQuantiles: "level", argLargeContextPolicy: "policy name"}[k]
+	if what == "" {
+		return "", false, nil
+	}
+	parts := make([]string, len(v))
+	for i, e := range v {
+		switch e := e.(type) {
+		case float64:
+			if k == argQuantiles {
+				parts[i] = strconv.FormatFloat(e, 'g', -1, 64)
+				continue
+			}
+		case string:
+			if k == argLargeContextPolicy && !strings.ContainsAny(e, " \t\n\r") {
+				parts[i] = e
+				continue
+			}
+			return "", true, fmt.Errorf("%s: %q is not a %s", k, e, what)
+		}
+		return "", true, fmt.Errorf("%s: a %T in the list is not a %s", k, e, what)
+	}
+	return strings.Join(parts, " "), true, nil
+}

@@ -63,3 +63,34 @@ func TestQuantileAndLargeContextRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A config file gives quantiles and a policy list as TOML lists.
+func TestQuantilesFromConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "q.toml", `
+measurement = "m"
+field = "y"
+feature_fields = ["a"]
+model = "v/m"
+quantiles = [0.1, 0.9]
+large_context_policy = ["random", "cluster_route[groups=16]"]
+`)
+	args, _, err := ExpandArgs(map[string]string{ArgConfigFile: "q.toml"}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ResolveArgs(args, false, nil)
+	if err != nil || len(r.Quantiles) != 2 || r.Quantiles[1] != 0.9 || r.LargeContext == nil || len(r.LargeContext.Policy) != 2 {
+		t.Fatalf("args %v: %+v, %v", args, r, err)
+	}
+	writeFile(t, dir, "bad.toml", `
+measurement = "m"
+field = "y"
+feature_fields = ["a"]
+model = "v/m"
+quantiles = ["low"]
+`)
+	if _, _, err := ExpandArgs(map[string]string{ArgConfigFile: "bad.toml"}, dir); err == nil || !strings.Contains(err.Error(), `quantiles: "low" is not a level`) {
+		t.Fatalf("a string level: %v", err)
+	}
+}
