@@ -97,6 +97,10 @@ func upsertQuantiles(ctx context.Context, tx pgx.Tx, s Series, points []Point, k
 	onConflict := "DO UPDATE SET " + strings.Join(set, ", ")
 	if keep {
 		onConflict = "DO NOTHING"
+	} else if stale, err := clearStaleQuantiles(ctx, tx, s); err != nil {
+		return 0, err
+	} else {
+		onConflict += stale
 	}
 	sql := fmt.Sprintf(`WITH staged AS (DELETE FROM regressd_stage_q RETURNING "time", value, q)
 		INSERT INTO %s (%s) SELECT DISTINCT ON ("time") %s FROM staged ORDER BY "time" ON CONFLICT %s %s`,
@@ -106,4 +110,33 @@ func upsertQuantiles(ctx context.Context, tx pgx.Tx, s Series, points []Point, k
 		return 0, fmt.Errorf("write predictions: %w", err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+// clearStaleQuantiles is the SQL that sets to NULL, in a replaced point,
+// the quantile columns (p<digits>[_<digits>], double precision) the table
+// has but the series does not write: they belonged to the point replaced.
+// "" when there are none. It costs a catalog read, only on the upsert
+// path (points written again).
+func clearStaleQuantiles(ctx context.Context, tx pgx.Tx, s Series) (string, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+		WHERE c.relname = $1 AND c.relnamespace = `+inSchema(2)+`
+		  AND a.attnum > 0 AND NOT a.attisdropped AND a.attname ~ '^p[0-9]+(_[0-9]+)?$'
+		  AND format_type(a.atttypid, NULL) = 'double precision' AND NOT a.attname = ANY($3)
+		ORDER BY a.attnum`, s.Output(), s.Schema, append([]string{}, s.Quantiles...))
+	if err != nil {
+		return "", fmt.Errorf("describe %s: %w", s.OutputName(), err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("describe %s: %w", s.OutputName(), err)
+	}
+	var b strings.Builder
+	for _, n := range names {
+		if slices.Contains(s.TagColumns, n) {
+			continue
+		}
+		b.WriteString(", " + pgx.Identifier{n}.Sanitize() + " = NULL")
+	}
+	return b.String(), nil
 }

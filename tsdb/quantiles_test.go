@@ -57,6 +57,24 @@ func TestQuantileColumnsAreAddedAndWritten(t *testing.T) {
 		got[2].p10 == nil || *got[2].p10 != 2.5 || got[2].p2_5 != nil {
 		t.Fatalf("rows %+v", got)
 	}
+	// A point replaced by a write with fewer levels, or none, loses the
+	// quantiles it no longer has: they were the replaced prediction's.
+	only10 := old
+	only10.Quantiles = []string{"p10"}
+	write(Write{Series: only10, Points: []Point{{h, 30}}, Quantiles: [][]float64{{25}}})
+	write(Write{Series: old, Points: []Point{{h.Add(time.Hour), 40}}})
+	rows, err = pool.Query(ctx, `SELECT value, p10, p2_5 FROM m_regressed WHERE "time" > $1 ORDER BY "time"`, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	if _, err := pgx.ForEachRow(rows, []any{&r.v, &r.p10, &r.p2_5}, func() error { got = append(got, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].v != 30 || got[0].p10 == nil || *got[0].p10 != 25 || got[0].p2_5 != nil ||
+		got[1].v != 40 || got[1].p10 != nil || got[1].p2_5 != nil {
+		t.Fatalf("replaced rows %+v: stale quantiles kept", got)
+	}
 }
 
 // A quantile column that would also be a tag column, or that the table

@@ -458,6 +458,10 @@ func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point, keep bool,
 	onConflict := "DO UPDATE SET value = EXCLUDED.value"
 	if keep {
 		onConflict = "DO NOTHING"
+	} else if stale, err := clearStaleQuantiles(ctx, tx, s); err != nil {
+		return 0, err
+	} else {
+		onConflict += stale
 	}
 	// DISTINCT ON keeps one value per time should a batch repeat a timestamp.
 	sql := fmt.Sprintf(`WITH staged AS (DELETE FROM regressd_stage RETURNING "time", value)
