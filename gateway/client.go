@@ -319,6 +319,10 @@ type wireResponse struct {
 	Predictions  []json.RawMessage `json:"predictions"`
 	Usage        *Usage            `json:"usage"`
 	MemoryReport json.RawMessage   `json:"memory_report"`
+	// The distribution and large-context answers (client_detailed.go).
+	OutputType         *string         `json:"output_type"`
+	Quantiles          [][]*float64    `json:"quantiles"`
+	LargeContextReport json.RawMessage `json:"large_context_report"`
 }
 
 func decodePredictions(raw []json.RawMessage, want int) ([]float64, error) {

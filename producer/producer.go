@@ -103,6 +103,7 @@ func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
 		TaskID: job.TaskID, Trigger: job.Trigger, Measurement: job.Args.Measurement, Target: job.Args.Field,
 		Model: job.Args.Model, Output: job.Args.OutputMeasurement, OutputSchema: job.Args.OutputSchema, Features: job.Args.FeatureFields, Start: job.Start, End: job.End, DryRun: job.DryRun,
 		Origin: job.Origin, Requested: job.Requested, SkipExisting: job.Args.SkipExisting, MaxRetries: job.Args.MaxRetries, RequestTimeout: job.Args.RequestTimeout, SealedKey: job.SealedKey,
+		Quantiles: job.Args.Quantiles, LargeContext: job.Args.LargeContext,
 	}
 	resumed, err := p.resumePlan(ctx, job, log)
 	if !resumed && err == nil {
@@ -133,7 +134,7 @@ func (p *Producer) readWindow(ctx context.Context, job schemas.Job, meta *schema
 	meta.TagColumns = table.Tags()
 	// Refuse before the model is paid if the output table cannot be written.
 	out := tsdb.Series{Measurement: a.Measurement, Target: a.Field, Model: a.Model, Table: a.OutputMeasurement,
-		Schema: a.OutputSchema, TagColumns: meta.TagColumns}
+		Schema: a.OutputSchema, TagColumns: meta.TagColumns, Quantiles: schemas.QuantileColumns(a.Quantiles)}
 	if err := tsdb.CheckRegressed(ctx, p.db.Pool(), out); errors.Is(err, tsdb.ErrIncompatible) {
 		return w, false, nil, &verdict{schemas.StatusFailed, http.StatusConflict, err.Error()}
 	} else if err != nil {

@@ -47,6 +47,7 @@ func CheckSchema(t tsdb.Table, a schemas.RunArgs) error {
 			errs = append(errs, fmt.Errorf("source tag column %q collides with the provenance columns of %s (%s): rename it in the source table", tag, tsdb.RegressedName(t.Name), strings.Join(tsdb.Reserved, ", ")))
 		}
 	}
+	errs = append(errs, checkQuantileColumns(t, a)...)
 	return errors.Join(errs...)
 }
 

@@ -132,6 +132,9 @@ func tomlArg(k string, v any) (string, error) {
 		// UTC, as a time without a zone reads everywhere else.
 		return v.Format(time.RFC3339Nano), nil
 	case []any:
+		if s, ok, err := tomlListArg(k, v); ok {
+			return s, err
+		}
 		if k != "feature_fields" {
 			break
 		}

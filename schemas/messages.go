@@ -28,6 +28,12 @@ type RunArgs struct {
 	// plugin's target_database); empty: the database's current schema.
 	OutputMeasurement string `json:"output_measurement,omitempty"`
 	OutputSchema      string `json:"output_schema,omitempty"`
+	// Quantiles are the levels whose predictive quantiles are written
+	// beside the point, one column each (QuantileColumn); nil: none.
+	Quantiles []float64 `json:"quantiles,omitempty"`
+	// LargeContext routes a large context (large_context_*); nil: the
+	// whole context in one engine call.
+	LargeContext *LargeContext `json:"large_context,omitempty"`
 }
 
 // MaxRetriesLimit is the largest max_retries a trigger may set: attempts
@@ -96,6 +102,10 @@ type TaskMeta struct {
 	MaxRetries     int      `json:"max_retries"`
 	RequestTimeout Duration `json:"request_timeout"`
 	SealedKey      string   `json:"sealed_key,omitempty"`
+
+	// Quantiles and LargeContext are the run's (RunArgs').
+	Quantiles    []float64     `json:"quantiles,omitempty"`
+	LargeContext *LargeContext `json:"large_context,omitempty"`
 }
 
 // Prediction is one query row of a dry run and its prediction; Value is
@@ -103,6 +113,9 @@ type TaskMeta struct {
 type Prediction struct {
 	Time  time.Time `json:"time"`
 	Value *float64  `json:"value"`
+	// Quantiles are the row's quantiles by column name (p10, p90, …) when
+	// the trigger asks for quantiles; nil where the model gave none.
+	Quantiles map[string]*float64 `json:"quantiles,omitempty"`
 }
 
 // TaskSummary is a task's state in the regress_tasks bucket, written by the
@@ -130,6 +143,11 @@ type TaskSummary struct {
 	Model           string       `json:"model,omitempty"`
 	Predictions     []Prediction `json:"predictions,omitempty"`
 	Updated         time.Time    `json:"updated"`
+
+	// OutsideRange counts the predicted query rows that lay outside the
+	// context's range (beyond a column's range, or far from every context
+	// row), where a prediction is an extrapolation.
+	OutsideRange int `json:"outside_range"`
 }
 
 // Done reports whether the task reached a final status.

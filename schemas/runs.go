@@ -31,6 +31,9 @@ type Run struct {
 	ReadRows        int       `json:"read_rows"`
 	ReadTruncated   bool      `json:"read_truncated"`
 	SkippedExisting int       `json:"skipped_existing"`
+	// OutsideRange counts the predicted query rows outside the context's
+	// range (TaskSummary.OutsideRange).
+	OutsideRange int `json:"outside_range"`
 	// Created is when the ledger first heard of the task (its first
 	// result), Updated its last change.
 	Created time.Time `json:"created"`

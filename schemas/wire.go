@@ -108,9 +108,12 @@ type Result struct {
 	Code int
 	// Rows is the number of query rows the result answers.
 	Rows int
-	// Body is the predictions (an Arrow ResultSchema record) when Status
-	// is StatusOK.
+	// Body is the predictions (an Arrow ResultSchemaFor(Meta.Quantiles)
+	// record) when Status is StatusOK.
 	Body []byte
+	// Outside is the number of its query rows outside the context's range
+	// (HeaderOutside); 0 when unknown (a remote predictor).
+	Outside int
 }
 
 // NewResultMsg encodes a result for the results stream. The writer never
@@ -138,6 +141,9 @@ func NewResultMsg(r Result) (*nats.Msg, error) {
 	if r.Code != 0 {
 		m.Header.Set(HeaderCode, strconv.Itoa(r.Code))
 	}
+	if r.Outside > 0 {
+		m.Header.Set(HeaderOutside, strconv.Itoa(r.Outside))
+	}
 	if r.Status == StatusOK {
 		m.Data = r.Body
 	}
@@ -160,6 +166,9 @@ func (c *TaskMetas) DecodeResult(h nats.Header) (Result, error) {
 	r.Status, r.Message = Status(h.Get(HeaderStatus)), h.Get(HeaderMessage)
 	r.Code, _ = strconv.Atoi(h.Get(HeaderCode))
 	r.Rows, _ = strconv.Atoi(h.Get(HeaderRows))
+	if r.Outside, _ = strconv.Atoi(h.Get(HeaderOutside)); r.Outside < 0 || r.Outside > r.Rows {
+		r.Outside = 0
+	}
 	if !r.Status.result() {
 		return r, fmt.Errorf("result status %q %w", r.Status, ErrUnknownStatus)
 	}

@@ -35,6 +35,9 @@ type Series struct {
 	TagColumns []string
 	// Tags are the series' values; a missing key is a NULL tag.
 	Tags map[string]string
+	// Quantiles are the double precision columns of a prediction's
+	// quantiles (p10, p90, …), added to the table when it lacks them.
+	Quantiles []string
 }
 
 // Output is the name of the series' output table, without its schema.
@@ -225,6 +228,7 @@ func CheckRegressed(ctx context.Context, q interface {
 			problems = append(problems, fmt.Sprintf("tag column %q is %s, not text", t, got.dataType))
 		}
 	}
+	problems = checkQuantileColumns(s, func(n string) (string, bool) { c, ok := cols[n]; return c.dataType, ok }, ours, problems)
 	var extra []string
 	for n, got := range cols {
 		if !ours[n] && got.required {
@@ -269,6 +273,9 @@ func EnsureRegressed(ctx context.Context, tx pgx.Tx, s Series) error {
 		if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s text", tbl, pgx.Identifier{t}.Sanitize())); err != nil {
 			return fmt.Errorf("alter %s: %w", s.OutputName(), err)
 		}
+	}
+	if err := addQuantileColumns(ctx, tx, s, tbl); err != nil {
+		return err
 	}
 	idx := identityIndex(s)
 	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE UNIQUE INDEX IF NOT EXISTS %s ON %s %s",
@@ -326,6 +333,9 @@ type Write struct {
 	// KeepExisting keeps a point already in the table (skip_existing): it
 	// is neither replaced nor counted as written.
 	KeepExisting bool
+	// Quantiles[i] are Points[i]'s values of Series.Quantiles' columns, in
+	// order; a NaN, or a missing one, is NULL.
+	Quantiles [][]float64
 }
 
 // WriteGroup writes several series' points inside tx (WritePredictions for
@@ -362,7 +372,7 @@ func WriteGroup(ctx context.Context, tx pgx.Tx, ws []Write) ([]int64, error) {
 				out[j] = int64(len(ws[j].Points))
 				continue
 			}
-			n, err := upsert(ctx, tx, ws[j].Series, ws[j].Points, ws[j].KeepExisting)
+			n, err := upsert(ctx, tx, ws[j].Series, ws[j].Points, ws[j].KeepExisting, ws[j].Quantiles)
 			if err != nil {
 				return nil, refusal(err)
 			}
@@ -375,7 +385,7 @@ func WriteGroup(ctx context.Context, tx pgx.Tx, ws []Write) ([]int64, error) {
 // sameTable reports whether two series are written into one table with the
 // same columns.
 func sameTable(a, b Series) bool {
-	return a.Schema == b.Schema && a.Output() == b.Output() && slices.Equal(a.TagColumns, b.TagColumns)
+	return a.Schema == b.Schema && a.Output() == b.Output() && slices.Equal(a.TagColumns, b.TagColumns) && slices.Equal(a.Quantiles, b.Quantiles)
 }
 
 // copyNew COPYs the points of ws[which] (one table, one tag set) into the
@@ -394,7 +404,8 @@ func copyNew(ctx context.Context, tx pgx.Tx, ws []Write, which []int) error {
 		return fmt.Errorf("write predictions: %w", err)
 	}
 	s := ws[which[0]].Series
-	cols := append([]string{"time", "value", "model", "source", "target"}, s.TagColumns...)
+	cols := append(append([]string{"time", "value", "model", "source", "target"}, s.TagColumns...), s.Quantiles...)
+	nq := len(s.Quantiles)
 	var row []any
 	k, i := -1, 0 // ws[which[k]].Points[i] is the next point
 	_, err := tx.CopyFrom(ctx, s.ident(), cols, pgx.CopyFromFunc(func() ([]any, error) {
@@ -403,10 +414,11 @@ func copyNew(ctx context.Context, tx pgx.Tx, ws []Write, which []int) error {
 				return nil, nil
 			}
 			w := ws[which[k]].Series
-			row, i = append([]any{nil, nil, w.Model, w.Measurement, w.Target}, w.tagArgs()...), 0
+			row, i = append(append([]any{nil, nil, w.Model, w.Measurement, w.Target}, w.tagArgs()...), make([]any, nq)...), 0
 		}
 		p := ws[which[k]].Points[i]
 		row[0], row[1] = p.Time, p.Value
+		quantileArgs(row[len(row)-nq:], ws[which[k]].Quantiles, i)
 		i++
 		return row, nil
 	}))
@@ -423,7 +435,10 @@ func copyNew(ctx context.Context, tx pgx.Tx, ws []Write, which []int) error {
 // table, then one INSERT … ON CONFLICT that also empties the staging table
 // (DELETE … RETURNING: a TRUNCATE would swap the table's files on every
 // call, which cost more than the write at a few hundred rows).
-func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point, keep bool) (int64, error) {
+func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point, keep bool, quantiles [][]float64) (int64, error) {
+	if len(s.Quantiles) > 0 {
+		return upsertQuantiles(ctx, tx, s, points, keep, quantiles)
+	}
 	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS regressd_stage ("time" timestamptz NOT NULL, value double precision NOT NULL) ON COMMIT DELETE ROWS`); err != nil {
 		return 0, fmt.Errorf("staging table: %w", err)
 	}
@@ -443,6 +458,10 @@ func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point, keep bool)
 	onConflict := "DO UPDATE SET value = EXCLUDED.value"
 	if keep {
 		onConflict = "DO NOTHING"
+	} else if stale, err := clearStaleQuantiles(ctx, tx, s); err != nil {
+		return 0, err
+	} else {
+		onConflict += stale
 	}
 	// DISTINCT ON keeps one value per time should a batch repeat a timestamp.
 	sql := fmt.Sprintf(`WITH staged AS (DELETE FROM regressd_stage RETURNING "time", value)

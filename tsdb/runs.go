@@ -23,6 +23,7 @@ const runColumns = `t.task_id, t.trigger_name, t.status, t.message, t.code, t.or
 	t.measurement, t.target, t.model, t.window_start, t.window_end,
 	t.batches, t.batches_done, t.batches_failed, t.written, t.remaining,
 	t.context_rows, t.query_rows, t.read_rows, t.read_truncated, t.skipped_existing, t.created, t.updated,
+	t.outside_range,
 	CASE WHEN t.batches_failed > 0 THEN coalesce((SELECT b.message FROM regressd_task_batches b
 		WHERE b.task_id = t.task_id AND b.status = 'failed' ORDER BY b.batch_no LIMIT 1), '') ELSE '' END`
 
@@ -32,7 +33,7 @@ func scanRun(row pgx.Row) (schemas.Run, error) {
 		&r.Measurement, &r.Target, &r.Model, &r.Start, &r.End,
 		&r.Batches, &r.BatchesDone, &r.BatchesFailed, &r.Written, &r.Remaining,
 		&r.ContextRows, &r.QueryRows, &r.ReadRows, &r.ReadTruncated, &r.SkippedExisting, &r.Created, &r.Updated,
-		&r.FirstFailure)
+		&r.OutsideRange, &r.FirstFailure)
 	r.Start, r.End, r.Created, r.Updated = r.Start.UTC(), r.End.UTC(), r.Created.UTC(), r.Updated.UTC()
 	return r, err
 }

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/gpu/largectx"
 	"github.com/regressd/regressd/metrics"
+	"github.com/regressd/regressd/schemas"
 )
 
 // Request is one batch to predict.
@@ -22,6 +24,12 @@ type Request struct {
 	Xq        [][]float64
 	// Key is the model-service key, opened from its seal; "" when none.
 	Key string
+	// Quantiles are the levels of the quantiles to return beside the
+	// point (PredictDetailed); nil: none.
+	Quantiles []float64
+	// LargeContext routes a large context (gpu/largectx); nil: the whole
+	// context in one engine call.
+	LargeContext *schemas.LargeContext
 	// Timeout bounds the prediction (one gateway call). A predictor makes
 	// one attempt: the worker attempts a batch again, max_retries times
 	// in all.
@@ -61,6 +69,9 @@ type Local struct {
 	// Metrics times fits and predictions, counts them in flight and
 	// records the KV-cache rung; nil records nothing. Set before use.
 	Metrics *metrics.Metrics
+	// window is the most context rows one call of a large-context policy
+	// takes; 0: largectx.DefaultWindow. Tests make it small.
+	window int
 
 	mu    sync.Mutex
 	cache map[string]*fitted
@@ -71,6 +82,7 @@ type Local struct {
 type fitted struct {
 	once    sync.Once
 	r       *gpu.Regressor
+	m       *largectx.Model // instead of r, for a large-context request
 	err     error
 	users   int  // batches predicting with r; guarded by Local.mu
 	evicted bool // guarded by Local.mu
@@ -90,18 +102,64 @@ func NewLocal(size int, opts ...gpu.Option) *Local {
 // Both stop when ctx ends; that error is not final, and a fit it stopped is
 // forgotten so that the next batch fits again.
 func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
-	if req.Timeout > 0 {
-		// The task's request_timeout bounds the engine as it bounds a
-		// hosted gateway's call: past it the work stops, and the batch is
-		// tried again like any transient failure.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
-		defer cancel()
+	ctx, cancel := withTimeout(ctx, req.Timeout)
+	defer cancel()
+	f, err := l.fitted(ctx, req)
+	if err != nil {
+		return nil, err
 	}
-	key := req.Model + "|" + req.ContextID
-	f := l.acquire(key)
 	defer l.release(f)
+	var out []float64
+	done := l.observe(f)
+	if f.m != nil {
+		out, _, err = f.m.Predict(ctx, req.Xq)
+	} else {
+		out, err = f.r.Predict(ctx, req.Xq)
+	}
+	done(err)
+	if stopped(err) {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
+	if err != nil {
+		return nil, Final(fmt.Errorf("predict: %w", err))
+	}
+	return out, nil
+}
+
+// observe times one prediction with f and counts it in flight; the
+// returned func ends both and records the KV-cache rung of a success.
+func (l *Local) observe(f *fitted) func(error) {
+	inflight, timed := l.Metrics.EngineCall(), l.Metrics.Time(metrics.StageEnginePredict)
+	return func(err error) {
+		timed()
+		inflight()
+		if err == nil && f.r != nil {
+			l.Metrics.ObserveRung(f.r.MemoryReport().Rung)
+		}
+	}
+}
+
+// withTimeout bounds ctx by a task's request_timeout: past it the engine's
+// work stops, as a hosted gateway's call would, and the batch is tried
+// again like any transient failure.
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return ctx, func() {}
+}
+
+// fitted returns the request's fitted context, fitting it on the first
+// batch: one engine regressor, or a large-context model when the request
+// asks for one. The caller releases it.
+func (l *Local) fitted(ctx context.Context, req Request) (*fitted, error) {
+	key := req.Model + "|" + req.ContextID + largeContextKey(req.LargeContext)
+	f := l.acquire(key)
 	f.once.Do(func() {
+		if req.LargeContext != nil {
+			f.m, f.err = fitLarge(ctx, req, l.opts, l.window)
+			return
+		}
 		r, err := gpu.NewRegressor(req.Model, l.opts...)
 		if err != nil {
 			f.err = Final(err)
@@ -123,25 +181,14 @@ func (l *Local) Predict(ctx context.Context, req Request) ([]float64, error) {
 		f.r = r
 	})
 	if f.err != nil {
-		if stopped(f.err) {
+		err := f.err
+		if stopped(err) {
 			l.forget(key, f)
 		}
-		return nil, f.err
+		l.release(f)
+		return nil, err
 	}
-	inflight, timed := l.Metrics.EngineCall(), l.Metrics.Time(metrics.StageEnginePredict)
-	out, err := f.r.Predict(ctx, req.Xq)
-	timed()
-	inflight()
-	if err == nil {
-		l.Metrics.ObserveRung(f.r.MemoryReport().Rung)
-	}
-	if stopped(err) {
-		return nil, fmt.Errorf("predict: %w", err)
-	}
-	if err != nil {
-		return nil, Final(fmt.Errorf("predict: %w", err))
-	}
-	return out, nil
+	return f, nil
 }
 
 // stopped reports whether err is a context's end rather than the engine's
@@ -182,8 +229,8 @@ func (l *Local) acquire(key string) *fitted {
 		delete(l.cache, l.order[0])
 		l.order = l.order[1:]
 		old.evicted = true
-		if old.users == 0 && old.r != nil {
-			old.r.Close()
+		if old.users == 0 {
+			old.close()
 		}
 	}
 	return f
@@ -193,7 +240,17 @@ func (l *Local) release(f *fitted) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	f.users--
-	if f.evicted && f.users == 0 && f.r != nil {
+	if f.evicted && f.users == 0 {
+		f.close()
+	}
+}
+
+// close frees the fitted engine; called under Local.mu once no batch uses it.
+func (f *fitted) close() {
+	if f.r != nil {
 		f.r.Close()
+	}
+	if f.m != nil {
+		f.m.Close()
 	}
 }

@@ -32,6 +32,24 @@ func NewRemote(url string) (*Remote, error) {
 // in all, across deliveries), so that max_retries bounds the calls a batch
 // costs. A model scaled to zero answers its 503s like any 5xx.
 func (r *Remote) Predict(ctx context.Context, req Request) ([]float64, error) {
+	c, err := r.client(req)
+	if err != nil {
+		return nil, err
+	}
+	ans, err := c.Predict(ctx, req.X, req.Y, req.Xq, nil)
+	r.Metrics.GatewayCall(gatewayOutcome(ctx, err))
+	if err != nil {
+		if gateway.IsTransient(err) {
+			return nil, err // the gateway's errors already say "gateway:"
+		}
+		return nil, Final(err)
+	}
+	return ans.Predictions, nil
+}
+
+// client is the request's gateway client: its key and timeout, one
+// attempt.
+func (r *Remote) client(req Request) (*gateway.Client, error) {
 	if req.Key == "" {
 		return nil, Final(errors.New("no model-service key: send X-Service-Api-Key, or set SERVICE_API_KEY in the scheduler's environment for scheduled runs"))
 	}
@@ -43,13 +61,5 @@ func (r *Remote) Predict(ctx context.Context, req Request) ([]float64, error) {
 	if err != nil {
 		return nil, Final(err)
 	}
-	ans, err := c.Predict(ctx, req.X, req.Y, req.Xq, nil)
-	r.Metrics.GatewayCall(gatewayOutcome(ctx, err))
-	if err != nil {
-		if gateway.IsTransient(err) {
-			return nil, err // the gateway's errors already say "gateway:"
-		}
-		return nil, Final(err)
-	}
-	return ans.Predictions, nil
+	return c, nil
 }

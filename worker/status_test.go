@@ -63,7 +63,7 @@ func TestBreakerStatusPublished(t *testing.T) {
 	})
 	// Two transient failures open the breaker.
 	for range 2 {
-		w.cb.Execute(func() ([]float64, error) { return nil, errors.New("connection refused") })
+		w.cb.Execute(func() (*Detailed, error) { return nil, errors.New("connection refused") })
 	}
 	waitFor("open breaker published", func(ws schemas.WorkerStatus, err error) bool {
 		return err == nil && ws.Breaker == schemas.BreakerOpen

@@ -13,7 +13,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sony/gobreaker/v2"
 
@@ -61,7 +60,7 @@ type Worker struct {
 	js  jetstream.JetStream
 	obj *bus.Objects
 	cfg Config
-	cb  *gobreaker.CircuitBreaker[[]float64]
+	cb  *gobreaker.CircuitBreaker[*Detailed]
 	log *slog.Logger
 
 	metas    schemas.TaskMetas
@@ -107,7 +106,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Worker, erro
 		return nil, err
 	}
 	w := &Worker{js: js, obj: obj, cfg: cfg, log: cfg.Logger, contexts: map[string]*loadedContext{}, breakerChanged: make(chan struct{}, 1)}
-	w.cb = gobreaker.NewCircuitBreaker[[]float64](gobreaker.Settings{
+	w.cb = gobreaker.NewCircuitBreaker[*Detailed](gobreaker.Settings{
 		Name:        "predictor",
 		MaxRequests: 1,
 		Timeout:     cfg.BreakerCooldown,
@@ -190,7 +189,7 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err := w.publish(ctx, meta, batchNo, rec, preds, "", 0); err != nil {
 		return err
 	}
-	w.cfg.Metrics.AddRows(metrics.RowsPredicted, predicted(preds))
+	w.cfg.Metrics.AddRows(metrics.RowsPredicted, predicted(preds.Values))
 	log.Debug("batch predicted", "rows", rec.NumRows())
 	// The result is stored: an ack lost on the way costs a second
 	// prediction, whose result the ledger ignores, so it is not waited for.
@@ -222,7 +221,7 @@ func retryWait(n uint64, err error) time.Duration {
 	return min(bus.RetryDelay(n)+rand.N(time.Second), maxRetryWait)
 }
 
-func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.RecordBatch) ([]float64, error) {
+func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.RecordBatch) (*Detailed, error) {
 	x, y, err := w.context(ctx, meta, len(meta.Features))
 	if err != nil {
 		return nil, err
@@ -235,8 +234,9 @@ func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.R
 	}
 	xq := columnsToRows(rec, 1)
 	req := Request{Model: meta.Model, ContextID: meta.ContextDigest, X: x, Y: y, Xq: xq, Key: key,
-		Timeout: time.Duration(meta.RequestTimeout)}
-	preds, err := w.cb.Execute(func() ([]float64, error) { return w.cfg.Predictor.Predict(ctx, req) })
+		Timeout: time.Duration(meta.RequestTimeout), Quantiles: meta.Quantiles, LargeContext: meta.LargeContext}
+	call := func() (*Detailed, error) { return predictDetailed(ctx, w.cfg.Predictor, req) }
+	preds, err := w.cb.Execute(call)
 	for errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		// The breaker refused the call: hold the batch until it lets calls
 		// through, rather than nak it and spend one of its deliveries on a
@@ -246,12 +246,12 @@ func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.R
 			return nil, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
-		preds, err = w.cb.Execute(func() ([]float64, error) { return w.cfg.Predictor.Predict(ctx, req) })
+		preds, err = w.cb.Execute(call)
 	}
-	if err == nil && len(preds) != len(xq) {
-		return nil, Final(fmt.Errorf("model returned %d predictions for %d rows", len(preds), len(xq)))
+	if err == nil && (len(preds.Values) != len(xq) || (meta.Quantiles != nil && len(preds.Quantiles) != len(xq))) {
+		return nil, Final(fmt.Errorf("model returned %d predictions for %d rows", len(preds.Values), len(xq)))
 	}
-	if err == nil && allMissing(preds) {
+	if err == nil && allMissing(preds.Values) {
 		return nil, Final(errors.New("model returned no prediction for any row"))
 	}
 	return preds, err
@@ -352,6 +352,9 @@ func columnsToRows(rec arrow.RecordBatch, from int) [][]float64 {
 // gateway rejects), so that a task failing with it answers that status; 0
 // for anything else (the model side's trouble).
 func callerStatus(err error) int {
+	if s := refusedStatus(err); s != 0 {
+		return s
+	}
 	var he *gateway.HTTPError
 	if errors.As(err, &he) && he.Status >= 400 && he.Status < 500 && !gateway.IsTransient(err) {
 		return he.Status
@@ -361,12 +364,13 @@ func callerStatus(err error) int {
 
 // publish sends a batch's predictions (or its failure, with the status a
 // caller should see when not 0) to the writer.
-func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int, rec arrow.RecordBatch, preds []float64, failure string, status int) error {
+func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int, rec arrow.RecordBatch, preds *Detailed, failure string, status int) error {
 	r := schemas.Result{Meta: meta, Batch: batchNo, Status: schemas.StatusOK, Rows: int(rec.NumRows())}
 	if failure != "" {
 		r.Status, r.Message, r.Code = schemas.StatusFailed, failure, status
 	} else {
-		out := resultRecord(rec.Column(0).(*array.Timestamp), preds)
+		out := resultRecord(rec.Column(0).(*array.Timestamp), preds, meta.Quantiles)
+		r.Outside = preds.Outside
 		body, err := schemas.EncodeRecord(out)
 		out.Release()
 		if err != nil {
@@ -381,24 +385,6 @@ func (w *Worker) publish(ctx context.Context, meta schemas.TaskMeta, batchNo int
 	w.cfg.Tracing.InjectMsg(ctx, m)
 	_, err = w.js.PublishMsg(ctx, m, jetstream.WithMsgID(schemas.BatchMsgID(meta.TaskID, batchNo)))
 	return err
-}
-
-func resultRecord(times *array.Timestamp, preds []float64) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, schemas.ResultSchema)
-	defer b.Release()
-	tb := b.Field(0).(*array.TimestampBuilder)
-	vb := b.Field(1).(*array.Float64Builder)
-	tb.Reserve(len(preds))
-	vb.Reserve(len(preds))
-	for i, v := range preds {
-		tb.UnsafeAppend(times.Value(i))
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			vb.UnsafeAppendBoolToBitmap(false)
-		} else {
-			vb.UnsafeAppend(v)
-		}
-	}
-	return b.NewRecordBatch()
 }
 
 func allMissing(v []float64) bool {

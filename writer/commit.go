@@ -245,7 +245,7 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally) 
 			}
 			ready[key] = true
 		}
-		writes, writers = append(writes, tsdb.Write{Series: series, Points: r.points, KeepExisting: r.Meta.SkipExisting}), append(writers, i)
+		writes, writers = append(writes, tsdb.Write{Series: series, Points: r.points, KeepExisting: r.Meta.SkipExisting, Quantiles: r.quantiles}), append(writers, i)
 	}
 	written, err := tsdb.WriteGroup(ctx, tx, writes)
 	if err != nil {

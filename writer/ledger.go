@@ -38,15 +38,17 @@ func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
 func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
 	n := len(rs)
 	tasks, batches, statuses, rows, msgs, codes := make([]string, n), make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]int32, n)
+	outside := make([]int32, n)
 	for i, r := range rs {
 		tasks[i], batches[i], statuses[i], rows[i], msgs[i], codes[i] = r.Meta.TaskID, int32(r.Batch), string(r.Status), int32(r.Rows), r.Message, int32(r.Code)
+		outside[i] = int32(r.Outside)
 		if r.Batch < 0 {
 			statuses[i] = string(schemas.StatusVerdict)
 		}
 	}
-	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code)
-		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::int[])
-		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs, codes)
+	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code, outside)
+		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::int[], $7::int[])
+		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs, codes, outside)
 	if err != nil {
 		return nil, fmt.Errorf("ledger batch: %w", err)
 	}
@@ -85,8 +87,8 @@ func repairBatch(ctx context.Context, tx pgx.Tx, r result) (bool, error) {
 	if err != nil || prev != string(schemas.StatusFailed) {
 		return false, err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE regressd_task_batches SET status = $3, rows = $4, message = '', written = 0, committed = now()
-		WHERE task_id = $1 AND batch_no = $2`, r.Meta.TaskID, r.Batch, r.Status, r.Rows); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE regressd_task_batches SET status = $3, rows = $4, message = '', written = 0, committed = now(), outside = $5
+		WHERE task_id = $1 AND batch_no = $2`, r.Meta.TaskID, r.Batch, r.Status, r.Rows, r.Outside); err != nil {
 		return false, fmt.Errorf("ledger batch repair: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE regressd_tasks SET batches_failed = batches_failed - 1, remaining = greatest(remaining - $2, 0)
@@ -120,7 +122,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 		var nos []int32
 		var written []int64
 		var done, failed int
-		var total, remaining int64
+		var total, remaining, outside int64
 		for i := lo; i < hi; i++ {
 			if out[i] == nil {
 				continue
@@ -135,6 +137,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 			total += out[i].written
 			if r.Status == schemas.StatusOK {
 				done++
+				outside += int64(r.Outside)
 			} else {
 				failed++
 				remaining += int64(r.Rows)
@@ -148,7 +151,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 					WHERE tb.task_id = $1 AND tb.batch_no = v.batch_no)
 				UPDATE regressd_tasks SET
 					batches_done = batches_done + $2, batches_failed = batches_failed + $3,
-					written = written + $4, remaining = remaining + $5, updated = now(),
+					written = written + $4, remaining = remaining + $5, outside_range = outside_range + $8, updated = now(),
 					status = CASE
 						WHEN batches_done + $2 + batches_failed + $3 < batches THEN 'running'
 						WHEN batches_failed + $3 = batches THEN 'failed'
@@ -156,7 +159,7 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 						WHEN dry_run THEN 'dry_run'
 						ELSE 'success' END
 				WHERE task_id = $1
-				RETURNING status`, rs[lo].Meta.TaskID, done, failed, total, remaining, nos, written)
+				RETURNING status`, rs[lo].Meta.TaskID, done, failed, total, remaining, nos, written, outside)
 			reads = append(reads, rs[lo].Meta.TaskID)
 		}
 		lo = hi
@@ -213,10 +216,11 @@ func summary(ctx context.Context, db interface {
 	var s schemas.TaskSummary
 	var dry bool
 	err := db.QueryRow(ctx, `SELECT task_id, trigger_name, status, message, written, batches, batches_done, batches_failed,
-		remaining, context_rows, query_rows, read_rows, read_truncated, skipped_existing, window_start, window_end, model, dry_run, updated, code
+		remaining, context_rows, query_rows, read_rows, read_truncated, skipped_existing, window_start, window_end, model, dry_run, updated, code,
+		outside_range
 		FROM regressd_tasks WHERE task_id = $1`, taskID).Scan(&s.TaskID, &s.Trigger, &s.Status, &s.Message, &s.Written,
 		&s.Batches, &s.BatchesDone, &s.BatchesFailed, &s.Remaining, &s.ContextRows, &s.QueryRows, &s.ReadRows,
-		&s.ReadTruncated, &s.SkippedExisting, &s.Start, &s.End, &s.Model, &dry, &s.Updated, &s.Code)
+		&s.ReadTruncated, &s.SkippedExisting, &s.Start, &s.End, &s.Model, &dry, &s.Updated, &s.Code, &s.OutsideRange)
 	if err != nil {
 		return s, fmt.Errorf("read task %s: %w", taskID, err)
 	}

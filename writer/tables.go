@@ -17,12 +17,12 @@ import (
 // outputSeries is where a task's predictions go.
 func outputSeries(m schemas.TaskMeta) tsdb.Series {
 	return tsdb.Series{Measurement: m.Measurement, Target: m.Target, Model: m.Model, Table: m.Output,
-		Schema: m.OutputSchema, TagColumns: m.TagColumns, Tags: m.Series}
+		Schema: m.OutputSchema, TagColumns: m.TagColumns, Tags: m.Series, Quantiles: schemas.QuantileColumns(m.Quantiles)}
 }
 
 // tableKey names a regressed table and the tag set it is ensured for.
 func tableKey(s tsdb.Series) string {
-	return s.Schema + "\x00" + s.Output() + "\x00" + strings.Join(s.TagColumns, "\x00")
+	return s.Schema + "\x00" + s.Output() + "\x00" + strings.Join(s.TagColumns, "\x00") + "\x01" + strings.Join(s.Quantiles, "\x00")
 }
 
 func (w *Writer) markEnsured(keys ...string) {

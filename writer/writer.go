@@ -115,6 +115,8 @@ type result struct {
 	schemas.Result
 	points  []tsdb.Point
 	preview []schemas.Prediction
+	// quantiles[i] are points[i]'s quantiles, at Meta.Quantiles' levels.
+	quantiles [][]float64
 }
 
 func (w *Writer) decode(msg jetstream.Msg) (result, error) {
@@ -126,7 +128,7 @@ func (w *Writer) decode(msg jetstream.Msg) (result, error) {
 	if r.Status != schemas.StatusOK {
 		return r, nil
 	}
-	rec, err := schemas.DecodeRecord(msg.Data(), schemas.ResultSchema)
+	rec, err := schemas.DecodeRecord(msg.Data(), schemas.ResultSchemaFor(r.Meta.Quantiles))
 	if err != nil {
 		return r, err
 	}
@@ -143,6 +145,7 @@ func (w *Writer) decode(msg jetstream.Msg) (result, error) {
 				r.preview[i].Value = &v
 			}
 		}
+		previewQuantiles(rec, r.Meta.Quantiles, r.preview)
 		return r, nil
 	}
 	r.points = make([]tsdb.Point, 0, rec.NumRows())
@@ -151,6 +154,9 @@ func (w *Writer) decode(msg jetstream.Msg) (result, error) {
 			continue // the model gave no prediction for this row
 		}
 		r.points = append(r.points, tsdb.Point{Time: times.Value(i).ToTime(arrow.Microsecond).UTC(), Value: vals.Value(i)})
+		if len(r.Meta.Quantiles) > 0 {
+			r.quantiles = append(r.quantiles, rowQuantiles(rec, len(r.Meta.Quantiles), i))
+		}
 	}
 	return r, nil
 }
