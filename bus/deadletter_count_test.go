@@ -56,8 +56,36 @@ func TestDeadLettersCountedByReason(t *testing.T) {
 	dlq(t, s, 4, 15*time.Second)
 	b := schemas.StreamBatches + "/"
 	want := []string{b + "gave_up", b + "panic", b + "permanent", b + "schema_version"}
-	pipelineWait := time.Now().Add(5 * time.Second)
-	for !slices.Equal(c.list(), want) && time.Now().Before(pipelineWait) {
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Equal(c.list(), want) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := c.list(); !slices.Equal(got, want) {
+		t.Fatalf("counted %v, want %v", got, want)
+	}
+}
+
+// A message whose handler hung on every delivery reaches the DLQ through
+// the server's MAX_DELIVERIES advisory, counted as max_deliveries.
+func TestDeadLetterOfHungHandlerCountedAsMaxDeliveries(t *testing.T) {
+	s := bustest.New(t)
+	c := &counted{}
+	block := make(chan struct{})
+	defer close(block)
+	run(t, s, bus.ConsumerConfig{AckWait: time.Second, MaxWork: 1500 * time.Millisecond, MaxDeliver: 2,
+		Concurrency: 3, Grace: 100 * time.Millisecond, DeadLetters: c},
+		func(ctx context.Context, msg jetstream.Msg) error {
+			select {
+			case <-block:
+			case <-ctx.Done():
+			}
+			return ctx.Err()
+		})
+	publish(t, s, "hangs", true)
+	dlq(t, s, 1, 30*time.Second)
+	want := []string{schemas.StreamBatches + "/max_deliveries"}
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Equal(c.list(), want) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if got := c.list(); !slices.Equal(got, want) {
