@@ -152,6 +152,9 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	if truncated {
 		log.Warn("read cut by max_read_rows; the oldest rows of the window were not read", "max_read_rows", a.MaxReadRows)
 	}
+	if len(a.GroupBy) > 0 {
+		return p.planSeries(ctx, job, meta, w, log)
+	}
 	series, err := w.series(meta.TagColumns)
 	if err != nil {
 		return &verdict{schemas.StatusFailed, http.StatusBadRequest, err.Error()}

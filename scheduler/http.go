@@ -217,6 +217,7 @@ func writeSummary(w http.ResponseWriter, sum schemas.TaskSummary) {
 		}
 		result["predictions"], result["times"] = preds, times
 	}
+	addSeriesResult(result, sum)
 	out := map[string]any{"status": sum.Status, "task_id": sum.TaskID, "result": result}
 	if sum.Status == schemas.StatusFailed {
 		out["message"] = sum.Message
