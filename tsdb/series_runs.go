@@ -164,3 +164,14 @@ func RunSeries(ctx context.Context, db Querier, taskID string, limit int, previe
 	})
 	return c, out, err
 }
+
+// maxReportSeries bounds the series a run's report lists.
+const maxReportSeries = 100_000
+
+// RunSeries is a group_by run's series for its report: their counts and
+// every one of them (up to maxReportSeries), with a dry run's predictions.
+func (db *DB) RunSeries(ctx context.Context, taskID string) (schemas.SeriesCounts, []schemas.SeriesResult, error) {
+	var dry bool
+	db.pool.QueryRow(ctx, `SELECT dry_run FROM regressd_tasks WHERE task_id = $1`, taskID).Scan(&dry)
+	return RunSeries(ctx, db.pool, taskID, maxReportSeries, dry)
+}

@@ -104,17 +104,17 @@ func (w *Writer) settleParent(ctx context.Context, parent string) error {
 // settleParentRow sums a parent's series into its ledger row once they
 // have all ended; false while some still run.
 func (w *Writer) settleParentRow(ctx context.Context, parent string, total int, dry bool, note string) (bool, error) {
-	rows, err := w.pool.Query(ctx, `SELECT status, count(*), sum(written), sum(skipped_existing), sum(context_rows),
-		sum(query_rows), sum(read_rows), sum(batches), sum(batches_done), sum(batches_failed), sum(remaining)
+	rows, err := w.pool.Query(ctx, `SELECT status, count(*), sum(written)::bigint, sum(skipped_existing), sum(context_rows),
+		sum(query_rows), sum(read_rows), sum(batches), sum(batches_done), sum(batches_failed), sum(remaining)::bigint
 		FROM regressd_tasks WHERE parent_id = $1 GROUP BY status`, parent)
 	if err != nil {
 		return false, fmt.Errorf("read series of %s: %w", parent, err)
 	}
 	var c schemas.SeriesCounts
-	var sum [10]int64 // written … remaining, over every series
+	var sum [9]int64 // written … remaining, over every series
 	var st schemas.Status
 	var n int
-	var v [10]int64
+	var v [9]int64
 	dst := []any{&st, &n}
 	for i := range v {
 		dst = append(dst, &v[i])
