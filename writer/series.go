@@ -138,6 +138,9 @@ func (w *Writer) settleParentRow(ctx context.Context, parent string, total int, 
 		status, code = schemas.StatusFailed, http.StatusBadGateway
 	case c.Failed > 0:
 		status = schemas.StatusPartial
+	case c.Skipped == total:
+		// Nothing was predicted, as a single series' run that skips.
+		status = schemas.StatusSkipped
 	case dry:
 		status = schemas.StatusDryRun
 	}
