@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
@@ -37,14 +38,21 @@ func seriesTags(m schemas.TaskMeta) []byte {
 }
 
 // handleAnnounce records a parent task (its series count and what
-// max_run_predict_rows cut), then settles it if its series all ended.
+// max_run_predict_rows cut) with the series that ended before it, then
+// settles it if they all did.
 func (w *Writer) handleAnnounce(ctx context.Context, msg jetstream.Msg, r result) error {
-	var b pgx.Batch
-	queueTask(&b, r.Meta)
-	if r.Message != "" {
-		b.Queue(`UPDATE regressd_tasks SET message = $2 WHERE task_id = $1 AND status = 'running' AND message = ''`, r.Meta.TaskID, r.Message)
-	}
-	if err := w.pool.SendBatch(ctx, &b).Close(); err != nil {
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if err := lockParent(ctx, tx, r.Meta.TaskID); err != nil {
+			return err
+		}
+		var b pgx.Batch
+		queueTask(&b, r.Meta)
+		b.Queue(`UPDATE regressd_tasks SET message = CASE WHEN message = '' THEN $2 ELSE message END,
+			series_ended = (SELECT count(*) FROM regressd_tasks WHERE parent_id = $1 AND series_counted)
+			WHERE task_id = $1 AND status = 'running'`, r.Meta.TaskID, r.Message)
+		return tx.SendBatch(ctx, &b).Close()
+	})
+	if err != nil {
 		return fmt.Errorf("ledger parent task: %w", err)
 	}
 	if err := w.settleParent(ctx, r.Meta.TaskID); err != nil {
@@ -53,39 +61,88 @@ func (w *Writer) handleAnnounce(ctx context.Context, msg jetstream.Msg, r result
 	return msg.Ack()
 }
 
+// lockParent serialises, within a transaction, the counting of a parent's
+// ended series with the recording of its announcement.
+func lockParent(ctx context.Context, tx pgx.Tx, parent string) error {
+	h := fnv.New64a()
+	h.Write([]byte("parent\x00" + parent))
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64()))
+	return err
+}
+
 // handleSeriesResult ends the handling of a series task's result (written
-// with outcome status): when the series has ended, its parent may settle.
+// with outcome status): when the series has ended, it is counted into its
+// parent (once), which settles when the count reaches its series total.
 func (w *Writer) handleSeriesResult(ctx context.Context, msg jetstream.Msg, r result, status schemas.Status) error {
 	if status == schemas.StatusRunning || status == statusCovered {
 		return msg.Ack()
 	}
-	s, err := summary(ctx, w.pool, r.Meta.TaskID)
-	if err != nil {
-		return err
-	}
-	if s.Done() {
-		if err := w.settleParent(ctx, r.Meta.Parent); err != nil {
-			return err
+	if status == "" {
+		// A verdict, or a result written before: read the series' state.
+		if err := w.pool.QueryRow(ctx, `SELECT status FROM regressd_tasks WHERE task_id = $1`, r.Meta.TaskID).Scan(&status); err != nil {
+			return fmt.Errorf("read series task %s: %w", r.Meta.TaskID, err)
 		}
+	}
+	if !status.Done() {
+		return msg.Ack()
+	}
+	if err := w.countSeries(ctx, r.Meta.TaskID, r.Meta.Parent); err != nil {
+		return err
 	}
 	if err := msg.Ack(); err != nil {
 		return err
 	}
-	w.forgetContext(ctx, s, r.Meta.ContextNUID)
+	if status == schemas.StatusSuccess || status == schemas.StatusDryRun {
+		// Every batch written: its context is not needed any more.
+		w.forgetContext(ctx, schemas.TaskSummary{TaskID: r.Meta.TaskID, Status: status, Batches: r.Meta.Batches, BatchesDone: r.Meta.Batches}, r.Meta.ContextNUID)
+	}
 	return nil
+}
+
+// countSeries counts an ended series into its parent, once, and settles
+// the parent when it was the last.
+func (w *Writer) countSeries(ctx context.Context, taskID, parent string) error {
+	var ended, total int
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if err := lockParent(ctx, tx, parent); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE regressd_tasks SET series_counted = true WHERE task_id = $1 AND NOT series_counted`, taskID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 1 {
+			_, err = tx.Exec(ctx, `UPDATE regressd_tasks SET series_ended = series_ended + 1 WHERE task_id = $1`, parent)
+			if err != nil {
+				return err
+			}
+		}
+		err = tx.QueryRow(ctx, `SELECT series_ended, series_total FROM regressd_tasks WHERE task_id = $1`, parent).Scan(&ended, &total)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // not announced yet: the announcement counts this series
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("count series %s into %s: %w", taskID, parent, err)
+	}
+	if total == 0 || ended < total {
+		return nil
+	}
+	return w.settleParent(ctx, parent)
 }
 
 // settleParent settles a parent task once every one of its series has
 // ended, and publishes its summary; a parent not announced yet, or with
 // series still running, is left alone. Settling again only publishes.
 func (w *Writer) settleParent(ctx context.Context, parent string) error {
-	var total int
+	var total, ended int
 	var dry bool
 	var status schemas.Status
 	var note string
-	err := w.pool.QueryRow(ctx, `SELECT series_total, dry_run, status, message FROM regressd_tasks WHERE task_id = $1`, parent).
-		Scan(&total, &dry, &status, &note)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && total == 0 {
+	err := w.pool.QueryRow(ctx, `SELECT series_total, series_ended, dry_run, status, message FROM regressd_tasks WHERE task_id = $1`, parent).
+		Scan(&total, &ended, &dry, &status, &note)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && (total == 0 || ended < total) {
 		return nil
 	}
 	if err != nil {

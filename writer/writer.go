@@ -230,8 +230,9 @@ func (w *Writer) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
 	if o := w.apply(ctx, r); o.err != nil {
 		return o.err
 	}
-	if _, err = w.publishSummary(ctx, r.Meta.TaskID, ""); err != nil || r.Meta.Parent == "" {
+	s, err := w.publishSummary(ctx, r.Meta.TaskID, "")
+	if err != nil || r.Meta.Parent == "" || !s.Done() {
 		return err
 	}
-	return w.settleParent(ctx, r.Meta.Parent)
+	return w.countSeries(ctx, r.Meta.TaskID, r.Meta.Parent)
 }

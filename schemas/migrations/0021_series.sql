@@ -5,3 +5,8 @@ ALTER TABLE regressd_tasks ADD COLUMN IF NOT EXISTS parent_id text NOT NULL DEFA
 ALTER TABLE regressd_tasks ADD COLUMN IF NOT EXISTS series jsonb;
 ALTER TABLE regressd_tasks ADD COLUMN IF NOT EXISTS series_total integer NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS regressd_tasks_parent_idx ON regressd_tasks (parent_id) WHERE parent_id <> '';
+-- A series task is counted once into its parent's series_ended when it
+-- ends (series_counted), so the parent settles when the count reaches
+-- series_total without scanning its series on every result.
+ALTER TABLE regressd_tasks ADD COLUMN IF NOT EXISTS series_counted boolean NOT NULL DEFAULT false;
+ALTER TABLE regressd_tasks ADD COLUMN IF NOT EXISTS series_ended integer NOT NULL DEFAULT 0;
