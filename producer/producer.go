@@ -71,6 +71,9 @@ func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
 		return fmt.Errorf("task %s is still being planned by an earlier delivery", job.TaskID)
 	}
 	defer p.planning.Delete(job.TaskID)
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered == 1 {
+		ctx = context.WithValue(ctx, firstDeliveryKey{}, true)
+	}
 	// bus.Consume keeps the message alive while the window is read.
 	if err := p.Plan(ctx, job); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -124,12 +125,17 @@ func (p *Producer) planSeries(ctx context.Context, job schemas.Job, meta *schema
 	log.Info("group_by run planned", "series", len(series), "read_rows", meta.ReadRows)
 	// Series are planned a few at a time: each stores its context and waits
 	// for its batches' acknowledgements.
+	began := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(4)
+	g.SetLimit(seriesInFlight)
 	for _, s := range series {
 		g.Go(func() error { return p.planOneSeries(gctx, job, w, s, log) })
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	log.Info("group_by run published", "series", len(series), "took", time.Since(began).Round(time.Millisecond))
+	return nil
 }
 
 // announce tells the writer the parent task's series count (note: what
@@ -151,9 +157,14 @@ func (p *Producer) announce(ctx context.Context, meta schemas.TaskMeta, note str
 func (p *Producer) planOneSeries(ctx context.Context, job schemas.Job, w window, s *seriesPlan, log *slog.Logger) error {
 	m := s.meta
 	log = log.With("series_task", m.TaskID)
-	stored, times, ok, err := p.storedPlan(ctx, m.TaskID)
-	if err != nil {
-		return err
+	var stored schemas.TaskMeta
+	var times [][]int64
+	var ok bool
+	if !firstDelivery(ctx) {
+		var err error
+		if stored, times, ok, err = p.storedPlan(ctx, m.TaskID); err != nil {
+			return err
+		}
 	}
 	if ok && stored.Batches > 0 {
 		at := make(map[int64]int, len(s.rows))
@@ -301,4 +312,17 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// seriesInFlight bounds the series a producer plans at once: each waits on
+// the object store and on its batches' acknowledgements, not on a CPU.
+const seriesInFlight = 16
+
+// firstDeliveryKey marks a context whose job is delivered for the first
+// time: no earlier delivery can have stored a plan for its series.
+type firstDeliveryKey struct{}
+
+func firstDelivery(ctx context.Context) bool {
+	first, _ := ctx.Value(firstDeliveryKey{}).(bool)
+	return first
 }
