@@ -166,3 +166,25 @@ func TestGroupByRefusalsAndCaps(t *testing.T) {
 		t.Errorf("a dry run created the output table")
 	}
 }
+
+func TestGroupByScheduled(t *testing.T) {
+	e := pipelinetest.Start(t)
+	now := time.Now().UTC()
+	for _, site := range []string{"a", "b"} {
+		e.MakeTable(pipelinetest.SeriesSpec{Table: "fsched", Tags: map[string]string{"site": site}, Start: now.Add(-100 * time.Hour), Rows: 100, GapEach: 5})
+	}
+	e.CreateTrigger("fsched", "every:1s", pipelinetest.Args("fsched", "window=10d,group_by=site"))
+	const runs = `SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'fsched' AND parent_id = '' AND series_total = 2 AND status <> 'running'`
+	pipelinetest.WaitUntil(t, 60*time.Second, func() bool { return e.Count(runs) >= 3 }, "three scheduled group_by runs")
+	for _, site := range []string{"a", "b"} {
+		if got := e.Count(`SELECT count(DISTINCT "time") FROM fsched_regressed WHERE site = $1`, site); got != 20 {
+			t.Errorf("site %s: %d rows, want 20 (each gap once)", site, got)
+		}
+	}
+	if got := e.Count(`SELECT count(*) FROM fsched_regressed`); got != 40 {
+		t.Errorf("%d rows, want 40", got)
+	}
+	if got := e.Count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'fsched' AND parent_id = '' AND status = 'success'`); got != 1 {
+		t.Errorf("%d runs wrote; want exactly 1 (the rest skipped: every series' gaps already predicted)", got)
+	}
+}
