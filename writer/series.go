@@ -64,10 +64,15 @@ func (w *Writer) handleAnnounce(ctx context.Context, msg jetstream.Msg, r result
 // lockParent serialises, within a transaction, the counting of a parent's
 // ended series with the recording of its announcement.
 func lockParent(ctx context.Context, tx pgx.Tx, parent string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, parentLockKey(parent))
+	return err
+}
+
+// parentLockKey is the advisory lock of a parent's series count.
+func parentLockKey(parent string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("parent\x00" + parent))
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(h.Sum64()))
-	return err
+	return int64(h.Sum64())
 }
 
 // handleSeriesResult ends the handling of a series task's result (written
@@ -100,29 +105,26 @@ func (w *Writer) handleSeriesResult(ctx context.Context, msg jetstream.Msg, r re
 }
 
 // countSeries counts an ended series into its parent, once, and settles
-// the parent when it was the last.
+// the parent when it was the last. One round trip: a batch runs as one
+// implicit transaction, under the parent's lock (see handleAnnounce).
 func (w *Writer) countSeries(ctx context.Context, taskID, parent string) error {
+	var b pgx.Batch
+	b.Queue(`SELECT pg_advisory_xact_lock($1)`, parentLockKey(parent))
+	b.Queue(`WITH c AS (UPDATE regressd_tasks SET series_counted = true WHERE task_id = $1 AND NOT series_counted RETURNING 1)
+		UPDATE regressd_tasks SET series_ended = series_ended + (SELECT count(*) FROM c) WHERE task_id = $2
+		RETURNING series_ended, series_total`, taskID, parent)
+	br := w.pool.SendBatch(ctx, &b)
 	var ended, total int
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		if err := lockParent(ctx, tx, parent); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, `UPDATE regressd_tasks SET series_counted = true WHERE task_id = $1 AND NOT series_counted`, taskID)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 1 {
-			_, err = tx.Exec(ctx, `UPDATE regressd_tasks SET series_ended = series_ended + 1 WHERE task_id = $1`, parent)
-			if err != nil {
-				return err
-			}
-		}
-		err = tx.QueryRow(ctx, `SELECT series_ended, series_total FROM regressd_tasks WHERE task_id = $1`, parent).Scan(&ended, &total)
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&ended, &total)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // not announced yet: the announcement counts this series
+			err = nil // not announced yet: the announcement counts this series
 		}
-		return err
-	})
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return fmt.Errorf("count series %s into %s: %w", taskID, parent, err)
 	}
