@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/regressd/regressd/bus"
 	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/tsdb"
 )
@@ -119,6 +120,9 @@ func (p *Producer) planSeries(ctx context.Context, job schemas.Job, meta *schema
 		log.Warn("run cut by max_run_predict_rows", "series_cut", len(cut), "rows_cut", cutRows)
 	}
 	meta.SeriesTotal = len(series)
+	if ctx, err = p.markSeriesPlanned(ctx, meta.TaskID); err != nil {
+		return err
+	}
 	if err := p.announce(ctx, *meta, note); err != nil {
 		return err
 	}
@@ -160,7 +164,7 @@ func (p *Producer) planOneSeries(ctx context.Context, job schemas.Job, w window,
 	var stored schemas.TaskMeta
 	var times [][]int64
 	var ok bool
-	if !firstDelivery(ctx) {
+	if none, _ := ctx.Value(noStoredPlansKey{}).(bool); !none {
 		var err error
 		if stored, times, ok, err = p.storedPlan(ctx, m.TaskID); err != nil {
 			return err
@@ -319,8 +323,34 @@ func containsString(list []string, s string) bool {
 const seriesInFlight = 16
 
 // firstDeliveryKey marks a context whose job is delivered for the first
-// time: no earlier delivery can have stored a plan for its series.
+// time (its message's first delivery).
 type firstDeliveryKey struct{}
+
+// noStoredPlansKey marks a context whose group_by job no earlier delivery
+// planned: its series need no look for a stored plan.
+type noStoredPlansKey struct{}
+
+// markSeriesPlanned stores a marker under the parent task's context name
+// before any series is planned. A job on its first delivery with no marker
+// stored (a job retried from the dead-letter queue is a first delivery too)
+// has no stored plans to look for: the returned context says so.
+func (p *Producer) markSeriesPlanned(ctx context.Context, parent string) (context.Context, error) {
+	_, err := p.obj.GetInfo(ctx, schemas.ContextObject(parent))
+	switch {
+	case err == nil:
+		return ctx, nil
+	case !bus.IsNotFound(err):
+		return ctx, fmt.Errorf("read series marker: %w", err)
+	}
+	if _, err := p.obj.Put(ctx, jetstream.ObjectMeta{Name: schemas.ContextObject(parent),
+		Opts: &jetstream.ObjectMetaOptions{ChunkSize: 16}}, strings.NewReader("group_by")); err != nil {
+		return ctx, fmt.Errorf("store series marker: %w", err)
+	}
+	if firstDelivery(ctx) {
+		ctx = context.WithValue(ctx, noStoredPlansKey{}, true)
+	}
+	return ctx, nil
+}
 
 func firstDelivery(ctx context.Context) bool {
 	first, _ := ctx.Value(firstDeliveryKey{}).(bool)
