@@ -54,6 +54,9 @@ type Config struct {
 	// Duration of the soak after the phases (0 skips it), sampling memory
 	// every SampleEvery.
 	Duration, SampleEvery time.Duration
+	// Fleets are the many-series runs (one group_by run each, beside one
+	// series of as many rows); none skips the phase.
+	Fleets []Fleet
 	// Keep the generated tables and triggers.
 	Keep bool
 	// CPUProfile and MemProfile name profile files; empty writes none.
@@ -71,7 +74,8 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Measurements: 2, Series: 32, Rows: 4000, Features: 4, GapRatio: 0.25, BatchSize: 250, TrainRows: 1000,
 		EngineTasks: 2, Rounds: 3, Warmup: true, Clients: 8, Concurrency: 2, Model: EngineModel(), LatencyRuns: 10,
-		LatencyContext: 1000, LatencyQueries: 50, SampleEvery: 10 * time.Second}
+		LatencyContext: 1000, LatencyQueries: 50, SampleEvery: 10 * time.Second,
+		Fleets: []Fleet{{Series: 1000, Rows: 200}, {Series: 10000, Rows: 50}}}
 }
 
 // EngineModel is the first built-in model that does not think.
@@ -358,6 +362,9 @@ func (c *runner) run(ctx context.Context, bp *benchPipeline) (*Report, error) {
 		return nil, err
 	}
 	if rep.Webhook, err = c.webhook(ctx, bp, tag); err != nil {
+		return nil, err
+	}
+	if rep.Fleet, err = c.fleet(ctx, bp, tag); err != nil {
 		return nil, err
 	}
 	if c.Duration > 0 {

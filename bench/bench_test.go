@@ -27,6 +27,7 @@ func TestBenchJSON(t *testing.T) {
 	cfg.BatchSize, cfg.TrainRows, cfg.EngineTasks, cfg.Rounds, cfg.Clients = 12, 60, 1, 2, 2
 	cfg.LatencyRuns, cfg.LatencyContext, cfg.LatencyQueries = 2, 40, 5
 	cfg.Duration, cfg.SampleEvery = 1500*time.Millisecond, 300*time.Millisecond
+	cfg.Fleets = []Fleet{{Series: 5, Rows: 40}}
 	cfg.Command = "regressd bench --json"
 	var out, errs bytes.Buffer
 	cfg.Progress = &errs
@@ -63,6 +64,12 @@ func TestBenchJSON(t *testing.T) {
 		v, _ := lookup(rep, key)
 		f, _ := v.(float64)
 		return f
+	}
+	if fl, _ := rep["fleet"].([]any); len(fl) != 1 {
+		t.Errorf("fleet: %v, want one many-series run", rep["fleet"])
+	} else if f := fl[0].(map[string]any); f["series"] != 5.0 || f["total_rows"] != 200.0 || f["predicted_rows"].(float64) <= 0 ||
+		f["series_per_sec"].(float64) <= 0 || f["single_rows_per_sec"].(float64) <= 0 {
+		t.Errorf("fleet: %v, want 5 series of 40 rows, predicted, with rates", f)
 	}
 	gaps := num("prediction_rows")
 	if gaps <= 0 || num("tasks") != 3 {

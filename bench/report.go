@@ -165,6 +165,8 @@ type Report struct {
 	Targets         []benchTarget  `json:"targets"`
 	// Soak is null unless --duration was given.
 	Soak *soakResult `json:"soak"`
+	// Fleet are the many-series runs (--fleet).
+	Fleet []fleetResult `json:"fleet,omitempty"`
 }
 
 func (r *Report) describe(tasks []benchTask, trainRows, batchSize int) {
@@ -271,6 +273,10 @@ func (r *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "soak %.0fs: %d tasks (%.1f/s, %d failed); RSS %s → %s (max %s), growth after %.0fs of warm-up %+.1f MiB/min RSS, %+.1f ± %.1f MiB/min retained RSS, %+.1f MiB/min live Go heap (embedded NATS included); goroutines %d → %d\n",
 			s.Seconds, s.Tasks, s.TasksPerSec, s.FailedTasks, mib(s.RSSFirst), mib(s.RSSLast), mib(s.RSSMax), s.WarmupSeconds, s.RSSSlope/(1<<20),
 			s.RetainedSlope/(1<<20), s.RetainedSlopeSE/(1<<20), s.HeapSlope/(1<<20), s.GoroutinesFirst, s.GoroutinesLast)
+	}
+	for _, f := range r.Fleet {
+		fmt.Fprintf(w, "group_by, %d series × %d rows, trivial: %.2fs, %.0f series/s, %.0f rows/s (%d predicted); one series of %d rows: %.2fs, %.0f rows/s; ratio %.2f (target ≥ 0.5)\n",
+			f.Series, f.Rows, f.Seconds, f.SeriesPerSec, f.RowsPerSec, f.Predicted, f.TotalRows, f.SingleSeconds, f.SingleRowsPerSec, f.Ratio)
 	}
 	if len(r.Rounds) > 1 {
 		fmt.Fprint(w, "rounds of phases 1 and 3 (pipeline rows/s ÷ raw COPY rows/s, ÷ 2-connection raw COPY rows/s):")

@@ -123,6 +123,9 @@ type faultLoad struct {
 	span    time.Duration // of a window; rows are hourly
 	gapEach int
 	batch   int
+	// groupBy runs each window as one task over every host (group_by=host)
+	// instead of one task per host.
+	groupBy bool
 }
 
 type faultTask struct {
@@ -137,6 +140,11 @@ func defaultLoad(table string) faultLoad {
 func (l faultLoad) tasks() []faultTask {
 	var out []faultTask
 	for w := 0; w < l.windows; w++ {
+		if l.groupBy {
+			s := pipelinetest.T0.Add(time.Duration(w) * l.span)
+			out = append(out, faultTask{trigger: l.table + "_all", start: s, end: s.Add(l.span)})
+			continue
+		}
 		for _, h := range l.hosts {
 			s := pipelinetest.T0.Add(time.Duration(w) * l.span)
 			out = append(out, faultTask{trigger: l.table + "_" + h, start: s, end: s.Add(l.span)})
@@ -184,9 +192,17 @@ func (l faultLoad) setup(t *testing.T, pool *pgxpool.Pool, js jetstream.JetStrea
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range l.hosts {
+	names := l.hosts
+	if l.groupBy {
+		names = []string{"all"}
+	}
+	for _, h := range names {
 		a := fmt.Sprintf("measurement=%s,field=y,feature_fields=x1 x2,model=%s,tags=host:%s,min_history=20,window=%s,predict_batch_size=%d",
 			l.table, model, h, "30d", l.batch)
+		if l.groupBy {
+			a = fmt.Sprintf("measurement=%s,field=y,feature_fields=x1 x2,model=%s,group_by=host,min_history=20,window=%s,predict_batch_size=%d",
+				l.table, model, "30d", l.batch)
+		}
 		if !strings.Contains(extraArgs, "max_retries=") {
 			// The faults below are outages a deployment rides out: the
 			// most attempts per call and write (a batch that still fails
@@ -386,7 +402,7 @@ func sameAsReference(t *testing.T, pool *pgxpool.Pool, load faultLoad, ref map[s
 	var tasks, ok, written, rows int
 	err := pool.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (status = 'skipped' AND written = 0 AND skipped_existing > 0)),
 		count(*) FILTER (WHERE status = 'success' AND batches_done = batches AND batches_failed = 0),
-		coalesce(sum(written), 0), (SELECT count(*) FROM %s) FROM regressd_tasks WHERE trigger_name LIKE $1`,
+		coalesce(sum(written), 0), (SELECT count(*) FROM %s) FROM regressd_tasks WHERE trigger_name LIKE $1 AND parent_id = ''`,
 		pgx.Identifier{load.table + "_regressed"}.Sanitize()), load.table+"\\_%").Scan(&tasks, &ok, &written, &rows)
 	if err != nil {
 		t.Fatal(err)

@@ -146,6 +146,46 @@ func TestKillRolesMidTask(t *testing.T) {
 	}
 }
 
+// TestKillRolesMidGroupByRun kills the producer, worker and writer with
+// SIGKILL while group_by runs flow (each window one task over four series)
+// and restarts them: every gap is still written exactly once, and every
+// run ends a success with all its series.
+func TestKillRolesMidGroupByRun(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(faultSeed(t), 21))
+	load := defaultLoad("fg")
+	load.groupBy = true
+	model, flags, ref := load.reference(t)
+
+	_, pool, pl := stage(t, load, model, embeddedNATS(t), pgtest.URL(t), 1)
+	pl.standard(flags...)
+	pl.startAll()
+	plan := []string{"producer", "producer", "producer", "worker", "worker", "writer", "writer", "writer"}
+	rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+
+	ctx := faultContext(t, 4*time.Minute)
+	done := make(chan map[faultTask]string, 1)
+	go func() { done <- submit(t, ctx, pl.url, load.tasks(), 4*time.Second) }()
+	for _, name := range plan {
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		p := pl.procs[name]
+		p.kill()
+		p.start()
+	}
+	statuses := <-done
+	allSucceeded(t, statuses, len(load.tasks()))
+	sameAsReference(t, pool, load, ref)
+	var series, parents int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE parent_id <> ''), count(*) FILTER (WHERE series_total = 4)
+		FROM regressd_tasks WHERE trigger_name = 'fg_all'`).Scan(&series, &parents); err != nil {
+		t.Fatal(err)
+	}
+	if parents < len(load.tasks()) || series < len(load.tasks())*len(load.hosts) {
+		t.Errorf("ledger: %d runs of 4 series and %d series tasks, want %d and %d", parents, series, len(load.tasks()), len(load.tasks())*len(load.hosts))
+	}
+	t.Logf("%d kills; %d jobs delivered again republished a stored plan", len(plan), countLines(pl.procs["producer"].log, "stored plan"))
+}
+
 // TestNATSRestartMidRun kills the NATS server (a process started from
 // ops/nats/single.conf) twice while tasks flow, and starts it again on its
 // store.

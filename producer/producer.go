@@ -78,6 +78,9 @@ func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
 		return fmt.Errorf("task %s is still being planned by an earlier delivery", job.TaskID)
 	}
 	defer p.planning.Delete(job.TaskID)
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered == 1 {
+		ctx = context.WithValue(ctx, firstDeliveryKey{}, true)
+	}
 	// bus.Consume keeps the message alive while the window is read.
 	if err := p.Plan(ctx, job); err != nil {
 		return err
@@ -162,6 +165,9 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	meta.ReadRows, meta.ReadTruncated = w.rows(), truncated
 	if truncated {
 		log.Warn("read cut by max_read_rows; the oldest rows of the window were not read", "max_read_rows", a.MaxReadRows)
+	}
+	if len(a.GroupBy) > 0 {
+		return p.planSeries(ctx, job, meta, w, log)
 	}
 	series, err := w.series(meta.TagColumns)
 	if err != nil {

@@ -230,6 +230,7 @@ func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, e
 	run.Args = r
 	errs = resolveRunArgs(args, &run, errs)
 	errs = resolveQuantileArgs(args, &run, errs)
+	errs = resolveGroupBy(args, &run, errs)
 	return run, errors.Join(errs...)
 }
 

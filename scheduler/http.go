@@ -218,6 +218,7 @@ func writeSummary(w http.ResponseWriter, sum schemas.TaskSummary) {
 		result["predictions"], result["times"] = preds, times
 	}
 	addQuantileResult(result, sum)
+	addSeriesResult(result, sum)
 	out := map[string]any{"status": sum.Status, "task_id": sum.TaskID, "result": result}
 	if sum.Status == schemas.StatusFailed {
 		out["message"] = sum.Message

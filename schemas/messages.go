@@ -34,6 +34,11 @@ type RunArgs struct {
 	// LargeContext routes a large context (large_context_*); nil: the
 	// whole context in one engine call.
 	LargeContext *LargeContext `json:"large_context,omitempty"`
+	// GroupBy are the tag columns whose value combinations are the run's
+	// series (group_by); none: the run fits one series.
+	// MaxRunPredictRows caps the query rows of all the series together.
+	GroupBy           []string `json:"group_by,omitempty"`
+	MaxRunPredictRows int      `json:"max_run_predict_rows,omitempty"`
 }
 
 // MaxRetriesLimit is the largest max_retries a trigger may set: attempts
@@ -82,6 +87,10 @@ type TaskMeta struct {
 	// SkipExisting keeps a prediction already written (by a task running
 	// beside this one) instead of replacing it, and does not count it.
 	SkipExisting bool `json:"skip_existing,omitempty"`
+	// Parent is the group_by run a series' task belongs to; SeriesTotal
+	// is, on a parent's announcement (StatusSeries), its number of series.
+	Parent      string `json:"parent,omitempty"`
+	SeriesTotal int    `json:"series_total,omitempty"`
 
 	// Batches is the number of query batches of the task; 0 when the task ended
 	// in the producer (skipped or failed before any model call).
@@ -142,7 +151,11 @@ type TaskSummary struct {
 	End             time.Time    `json:"window_end"`
 	Model           string       `json:"model,omitempty"`
 	Predictions     []Prediction `json:"predictions,omitempty"`
-	Updated         time.Time    `json:"updated"`
+	// Series is a group_by run's series by outcome, and SeriesResults the
+	// first MaxInlineSeries of them (every one in a dry run).
+	Series        *SeriesCounts  `json:"series,omitempty"`
+	SeriesResults []SeriesResult `json:"series_results,omitempty"`
+	Updated       time.Time      `json:"updated"`
 
 	// OutsideRange counts the predicted query rows that lay outside the
 	// context's range (beyond a column's range, or far from every context

@@ -32,5 +32,5 @@ func (s Status) Done() bool { return s != StatusRunning && s != "" }
 // result reports whether s is a status a result message may carry: a
 // batch's outcome or a verdict's.
 func (s Status) result() bool {
-	return s == StatusOK || s == StatusFailed || s == StatusSkipped
+	return s == StatusOK || s == StatusFailed || s == StatusSkipped || s == StatusSeries
 }

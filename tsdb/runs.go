@@ -42,7 +42,7 @@ func scanRun(row pgx.Row) (schemas.Run, error) {
 // is not empty. limit must be positive.
 func (db *DB) Runs(ctx context.Context, trigger string, limit int) ([]schemas.Run, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+runColumns+` FROM regressd_tasks t
-		WHERE $1 = '' OR t.trigger_name = $1 ORDER BY t.created DESC, t.task_id LIMIT $2`, trigger, limit)
+		WHERE ($1 = '' OR t.trigger_name = $1) AND t.parent_id = '' ORDER BY t.created DESC, t.task_id LIMIT $2`, trigger, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read runs: %w", err)
 	}
@@ -57,7 +57,7 @@ func (db *DB) Runs(ctx context.Context, trigger string, limit int) ([]schemas.Ru
 // trigger name.
 func (db *DB) LastRuns(ctx context.Context) (map[string]schemas.Run, error) {
 	rows, err := db.pool.Query(ctx, `SELECT DISTINCT ON (t.trigger_name) `+runColumns+` FROM regressd_tasks t
-		ORDER BY t.trigger_name, t.created DESC, t.task_id`)
+		WHERE t.parent_id = '' ORDER BY t.trigger_name, t.created DESC, t.task_id`)
 	if err != nil {
 		return nil, fmt.Errorf("read last runs: %w", err)
 	}

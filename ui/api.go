@@ -119,6 +119,10 @@ func (u *UI) handleRuns(w http.ResponseWriter, r *http.Request) {
 type runResponse struct {
 	Run     schemas.Run        `json:"run"`
 	Batches []schemas.RunBatch `json:"batches"`
+	// Series and SeriesResults are a group_by run's: its series by
+	// outcome, and every one of them.
+	Series        *schemas.SeriesCounts  `json:"series,omitempty"`
+	SeriesResults []schemas.SeriesResult `json:"series_results,omitempty"`
 }
 
 func (u *UI) handleRun(w http.ResponseWriter, r *http.Request) {
@@ -139,7 +143,17 @@ func (u *UI) handleRun(w http.ResponseWriter, r *http.Request) {
 	if batches == nil {
 		batches = []schemas.RunBatch{}
 	}
-	writeJSON(w, http.StatusOK, runResponse{Run: run, Batches: batches})
+	resp := runResponse{Run: run, Batches: batches}
+	counts, series, err := u.cfg.DB.RunSeries(r.Context(), run.TaskID)
+	if err != nil {
+		u.log.Error("read run's series", "task_id", run.TaskID, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "cannot read the task ledger: "+err.Error())
+		return
+	}
+	if counts.Total > 0 {
+		resp.Series, resp.SeriesResults = &counts, series
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // writeJSON answers v; the admin API's errors are {"error": message}.

@@ -18,8 +18,9 @@ import (
 func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
 	b.Queue(`
 		INSERT INTO regressd_tasks (task_id, trigger_name, measurement, target, model, window_start, window_end,
-			origin, dry_run, status, batches, context_rows, query_rows, read_rows, read_truncated, skipped_existing)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15)
+			origin, dry_run, status, batches, context_rows, query_rows, read_rows, read_truncated, skipped_existing,
+			parent_id, series, series_total)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15, $16, $17, $18)
 		ON CONFLICT (task_id) DO UPDATE SET batches = EXCLUDED.batches, status = 'running', message = '', code = 0,
 			context_rows = EXCLUDED.context_rows, query_rows = EXCLUDED.query_rows, read_rows = EXCLUDED.read_rows,
 			read_truncated = EXCLUDED.read_truncated, skipped_existing = EXCLUDED.skipped_existing, updated = now()
@@ -27,7 +28,8 @@ func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
 		-- now has batches (the job retried from the DLQ) is reopened.
 		WHERE regressd_tasks.batches = 0 AND EXCLUDED.batches > 0`,
 		m.TaskID, m.Trigger, m.Measurement, m.Target, m.Model, m.Start, m.End, m.Origin, m.DryRun,
-		m.Batches, m.ContextRows, m.QueryRows, m.ReadRows, m.ReadTruncated, m.SkippedExists)
+		m.Batches, m.ContextRows, m.QueryRows, m.ReadRows, m.ReadTruncated, m.SkippedExists,
+		m.Parent, seriesTags(m), m.SeriesTotal)
 }
 
 // claimBatches records the results' batches in one statement and reports
@@ -261,6 +263,9 @@ func summary(ctx context.Context, db interface {
 		for i := range s.Predictions {
 			s.Predictions[i].Time = s.Predictions[i].Time.UTC()
 		}
+	}
+	if err := addSeries(ctx, db, &s, dry); err != nil {
+		return s, err
 	}
 	if s.Updated.IsZero() {
 		s.Updated = time.Now().UTC()

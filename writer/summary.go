@@ -84,6 +84,7 @@ func (w *Writer) publishSummary(ctx context.Context, taskID string, status schem
 		}
 		if tooLarge(err) {
 			s.Predictions = nil
+			s.SeriesResults = trimSeries(s.SeriesResults)
 			s.Message = strings.TrimSpace(s.Message + " (dry-run predictions too many to return; run with a smaller window)")
 			b, _ = json.Marshal(s)
 			continue

@@ -166,9 +166,15 @@ func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return bus.Permanent(err)
 	}
+	if r.Status == schemas.StatusSeries {
+		return w.handleAnnounce(ctx, msg, r)
+	}
 	o := w.write(ctx, r)
 	if o.err != nil {
 		return w.writeFailed(ctx, msg, r, o.err)
+	}
+	if r.Meta.Parent != "" {
+		return w.handleSeriesResult(ctx, msg, r, o.status)
 	}
 	s, err := w.publishSummary(ctx, r.Meta.TaskID, o.status)
 	if err != nil {
@@ -237,6 +243,9 @@ func (w *Writer) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
 	if o := w.apply(ctx, r); o.err != nil {
 		return o.err
 	}
-	_, err = w.publishSummary(ctx, r.Meta.TaskID, "")
-	return err
+	s, err := w.publishSummary(ctx, r.Meta.TaskID, "")
+	if err != nil || r.Meta.Parent == "" || !s.Done() {
+		return err
+	}
+	return w.countSeries(ctx, r.Meta.TaskID, r.Meta.Parent)
 }

@@ -48,6 +48,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.LatencyQueries, "latency-queries", cfg.LatencyQueries, "query rows of each timed webhook run")
 	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "after the phases, run the trivial pipeline this long and sample memory (e.g. 10m); 0 skips the soak")
 	fs.DurationVar(&cfg.SampleEvery, "sample-every", cfg.SampleEvery, "soak: how often memory is sampled (each sample collects garbage and returns free pages first)")
+	fleets := fs.String("fleet", "1000x200,10000x50", "many-series runs, SERIESxROWS,…: one group_by run each beside one series of as many rows (empty skips them)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the generated tables and triggers")
 	fs.StringVar(&cfg.MemProfile, "memprofile", "", "write a heap profile at the end of the run (after the soak) to this file, for 'go tool pprof'")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of the warm-up and the rounds of phases 1 and 3 (the pipeline with the trivial predictor) to this file, for 'go tool pprof'")
@@ -61,6 +62,10 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q; run 'regressd bench -h'", fs.Arg(0))
+	}
+	var err error
+	if cfg.Fleets, err = bench.ParseFleets(*fleets); err != nil {
+		return err
 	}
 	cfg.Command = strings.Join(append([]string{"regressd", "bench"}, args...), " ")
 	cfg.Logger = (&commonFlags{logLevel: logLevel}).logger(c.m)

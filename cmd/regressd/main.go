@@ -62,6 +62,7 @@ func (m *Main) commands() map[string]command {
 		"models":       &modelsCommand{m: m},
 		"eval":         &evalCommand{m: m},
 		"bench":        &benchCommand{m: m},
+		"task":         &taskCommand{m: m},
 	}
 }
 

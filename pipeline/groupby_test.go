@@ -1,0 +1,190 @@
+package pipeline_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regressd/regressd/pipeline/pipelinetest"
+)
+
+// fleetTable fills one measurement with three series: site a (100 rows, 20
+// to fill), site b (15 rows: 12 with a target, under min_history=20) and
+// site c (60 rows, 15 to fill); a and b are in region eu, c in us.
+func fleetTable(e *pipelinetest.Env, table string) {
+	e.MakeTable(pipelinetest.SeriesSpec{Table: table, Tags: map[string]string{"site": "a", "region": "eu"}, Start: pipelinetest.T0, Rows: 100, GapEach: 5})
+	e.MakeTable(pipelinetest.SeriesSpec{Table: table, Tags: map[string]string{"site": "b", "region": "eu"}, Start: pipelinetest.T0, Rows: 15, GapEach: 5})
+	e.MakeTable(pipelinetest.SeriesSpec{Table: table, Tags: map[string]string{"site": "c", "region": "us"}, Start: pipelinetest.T0, Rows: 60, GapEach: 4})
+}
+
+// seriesByTag indexes a reply's series_results by one tag's value.
+func seriesByTag(t *testing.T, r map[string]any, tag string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	list, _ := r["series_results"].([]any)
+	for _, v := range list {
+		s := v.(map[string]any)
+		tags, _ := s["tags"].(map[string]any)
+		name, _ := tags[tag].(string)
+		out[name] = s
+	}
+	return out
+}
+
+func TestGroupByPartial(t *testing.T) {
+	// The vendor refuses the calls that predict 15 rows: site c's batch.
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			XTest [][]*float64 `json:"X_test"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if len(req.XTest) == 15 {
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(map[string]string{"error": "injected"})
+			return
+		}
+		preds := make([]float64, len(req.XTest))
+		for i, row := range req.XTest {
+			preds[i] = *row[0]*2 - *row[1]
+		}
+		json.NewEncoder(w).Encode(map[string]any{"task": "regression", "predictions": preds,
+			"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
+	}))
+	t.Cleanup(vendor.Close)
+	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+	fleetTable(e, "fleet")
+	e.CreateTrigger("fleet", "request:fleet", pipelinetest.ArgsModel("fleet", "vendor/model-x", "group_by=site,predict_batch_size=100"))
+	st, out := e.Engine("fleet", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
+	r := pipelinetest.Result(t, out)
+	if st != http.StatusOK || out["status"] != "partial" || pipelinetest.Num(r["written"]) != 20 {
+		t.Fatalf("HTTP %d %v, want partial with 20 written", st, out)
+	}
+	c, _ := r["series"].(map[string]any)
+	if pipelinetest.Num(c["total"]) != 3 || pipelinetest.Num(c["succeeded"]) != 1 || pipelinetest.Num(c["skipped"]) != 1 || pipelinetest.Num(c["failed"]) != 1 {
+		t.Fatalf("series %v, want 3: 1 succeeded, 1 skipped, 1 failed", r["series"])
+	}
+	s := seriesByTag(t, r, "site")
+	if s["a"]["status"] != "success" || pipelinetest.Num(s["a"]["written"]) != 20 ||
+		s["b"]["status"] != "skipped" || !strings.Contains(s["b"]["message"].(string), "min_history=20") ||
+		s["c"]["status"] != "failed" || !strings.Contains(s["c"]["message"].(string), "injected") {
+		t.Fatalf("series_results %v", r["series_results"])
+	}
+	if tags := s["a"]["tags"].(map[string]any); tags["region"] != "eu" {
+		t.Errorf("site a's tags %v, want region eu too", tags)
+	}
+	if !strings.Contains(r["message"].(string), "first failure (region:us site:c): gateway: HTTP 400") {
+		t.Errorf("message %q, want the first failure named", r["message"])
+	}
+	// Every point carries its series' tags; nothing for b or c.
+	if got := e.Count(`SELECT count(*) FROM fleet_regressed WHERE site = 'a' AND region = 'eu'`); got != 20 {
+		t.Errorf("site a: %d rows, want 20", got)
+	}
+	if got := e.Count(`SELECT count(*) FROM fleet_regressed WHERE site <> 'a'`); got != 0 {
+		t.Errorf("sites b and c: %d rows, want none", got)
+	}
+	// The task's report lists every series.
+	taskID := out["task_id"].(string)
+	code, body := e.Do(http.MethodGet, "/api/v3/runs/"+taskID, nil, nil)
+	var rep struct {
+		Run struct {
+			Status string `json:"status"`
+		} `json:"run"`
+		Series        map[string]int   `json:"series"`
+		SeriesResults []map[string]any `json:"series_results"`
+	}
+	if err := json.Unmarshal(body, &rep); err != nil || code != http.StatusOK {
+		t.Fatalf("report: HTTP %d %s", code, body)
+	}
+	if rep.Run.Status != "partial" || rep.Series["total"] != 3 || len(rep.SeriesResults) != 3 {
+		t.Errorf("report %s, want partial with 3 series listed", body)
+	}
+	// Series are not runs of their own in the runs list.
+	_, body = e.Do(http.MethodGet, "/api/v3/runs?trigger=fleet", nil, nil)
+	if n := strings.Count(string(body), `"task_id"`); n != 1 {
+		t.Errorf("runs list holds %d runs, want the one: %s", n, body)
+	}
+	// Run again: a's points exist (skip_existing), c fails again, b is
+	// still short.
+	_, out = e.Engine("fleet", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
+	r = pipelinetest.Result(t, out)
+	s = seriesByTag(t, r, "site")
+	if out["status"] != "failed" || s["a"]["status"] != "skipped" || pipelinetest.Num(s["a"]["skipped_existing"]) != 20 {
+		t.Errorf("second run %v, want failed (c failed, a and b skipped) with a's 20 rows skipped as existing", out)
+	}
+}
+
+func TestGroupByRefusalsAndCaps(t *testing.T) {
+	e := pipelinetest.Start(t)
+	fleetTable(e, "fl")
+	win := pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour))
+	// Without group_by a window of many series is refused as before.
+	e.CreateTrigger("one", "request:one", pipelinetest.Args("fl", ""))
+	if _, out := e.Engine("one", win); out["status"] != "failed" || !strings.Contains(out["message"].(string), "the window holds 3 series") {
+		t.Errorf("without group_by: %v, want the one-series refusal", out)
+	}
+	// A tag outside group_by that varies within a series.
+	e.CreateTrigger("region", "request:region", pipelinetest.Args("fl", "group_by=region"))
+	if _, out := e.Engine("region", win); out["status"] != "failed" || !strings.Contains(out["message"].(string), `"site" (e.g. within region:eu)`) ||
+		pipelinetest.Num(out["code"]) != http.StatusBadRequest {
+		t.Errorf("tag conflict: %v, want a 400 refusal naming site", out)
+	}
+	// group_by names a column that is no tag.
+	e.CreateTrigger("nocol", "request:nocol", pipelinetest.Args("fl", "group_by=station"))
+	if _, out := e.Engine("nocol", win); out["status"] != "failed" || !strings.Contains(out["message"].(string), `group_by: "station" is not a tag column`) {
+		t.Errorf("unknown column: %v", out)
+	}
+	// A request body cannot set group_by.
+	body := map[string]any{"group_by": "site"}
+	for k, v := range win {
+		body[k] = v
+	}
+	if st, out := e.Engine("one", body); st != http.StatusBadRequest || !strings.Contains(out["message"].(string), "operator setting") {
+		t.Errorf("group_by in a body: HTTP %d %v, want 400", st, out)
+	}
+	// max_run_predict_rows: a gets its 20 rows, c 5 of its 15, named.
+	e.CreateTrigger("cap", "request:cap", pipelinetest.Args("fl", "group_by=site region,max_run_predict_rows=25,dry_run=true"))
+	_, out := e.Engine("cap", win)
+	r := pipelinetest.Result(t, out)
+	s := seriesByTag(t, r, "site")
+	if out["status"] != "dry_run" || !strings.Contains(r["message"].(string), "max_run_predict_rows=25 cut 1 series (region:us site:c): 10 rows not predicted") {
+		t.Fatalf("cap: %v", out)
+	}
+	// A dry run returns each series' predictions; nothing is written.
+	if pa, _ := s["a"]["predictions"].([]any); len(pa) != 20 {
+		t.Errorf("dry run: site a has %d predictions, want 20", len(pa))
+	}
+	if pc, _ := s["c"]["predictions"].([]any); len(pc) != 5 {
+		t.Errorf("dry run: site c has %d predictions, want 5 (the newest)", len(pc))
+	}
+	if s["b"]["status"] != "skipped" {
+		t.Errorf("site b: %v, want skipped", s["b"])
+	}
+	if got := e.Count(`SELECT count(*) FROM pg_tables WHERE tablename = 'fl_regressed'`); got != 0 {
+		t.Errorf("a dry run created the output table")
+	}
+}
+
+func TestGroupByScheduled(t *testing.T) {
+	e := pipelinetest.Start(t)
+	now := time.Now().UTC()
+	for _, site := range []string{"a", "b"} {
+		e.MakeTable(pipelinetest.SeriesSpec{Table: "fsched", Tags: map[string]string{"site": site}, Start: now.Add(-100 * time.Hour), Rows: 100, GapEach: 5})
+	}
+	e.CreateTrigger("fsched", "every:1s", pipelinetest.Args("fsched", "window=10d,group_by=site"))
+	const runs = `SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'fsched' AND parent_id = '' AND series_total = 2 AND status <> 'running'`
+	pipelinetest.WaitUntil(t, 60*time.Second, func() bool { return e.Count(runs) >= 3 }, "three scheduled group_by runs")
+	for _, site := range []string{"a", "b"} {
+		if got := e.Count(`SELECT count(DISTINCT "time") FROM fsched_regressed WHERE site = $1`, site); got != 20 {
+			t.Errorf("site %s: %d rows, want 20 (each gap once)", site, got)
+		}
+	}
+	if got := e.Count(`SELECT count(*) FROM fsched_regressed`); got != 40 {
+		t.Errorf("%d rows, want 40", got)
+	}
+	if got := e.Count(`SELECT count(*) FROM regressd_tasks WHERE trigger_name = 'fsched' AND parent_id = '' AND status = 'success'`); got != 1 {
+		t.Errorf("%d runs wrote; want exactly 1 (the rest skipped: every series' gaps already predicted)", got)
+	}
+}

@@ -1,0 +1,262 @@
+package writer
+
+// Many series in one run (group_by): every series is a task of its own
+// whose meta names its parent, the run's task. The producer announces the
+// parent (its series count) before any series; the parent is settled here
+// once each of its series has ended, by whichever result ends the last one
+// (or by the announcement, when every series ended before it arrived), and
+// only then is its summary published, where the engine endpoint waits for
+// it. Series' own summaries are not published: nobody waits for them.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tsdb"
+)
+
+// seriesTags is a series task's tags for its ledger row; nil for any other
+// task.
+func seriesTags(m schemas.TaskMeta) []byte {
+	if m.Parent == "" {
+		return nil
+	}
+	tags := m.Series
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	b, _ := json.Marshal(tags)
+	return b
+}
+
+// handleAnnounce records a parent task (its series count and what
+// max_run_predict_rows cut) with the series that ended before it, then
+// settles it if they all did.
+func (w *Writer) handleAnnounce(ctx context.Context, msg jetstream.Msg, r result) error {
+	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if err := lockParent(ctx, tx, r.Meta.TaskID); err != nil {
+			return err
+		}
+		var b pgx.Batch
+		queueTask(&b, r.Meta)
+		b.Queue(`UPDATE regressd_tasks SET message = CASE WHEN message = '' THEN $2 ELSE message END,
+			series_ended = (SELECT count(*) FROM regressd_tasks WHERE parent_id = $1 AND series_counted)
+			WHERE task_id = $1 AND status = 'running'`, r.Meta.TaskID, r.Message)
+		return tx.SendBatch(ctx, &b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("ledger parent task: %w", err)
+	}
+	if err := w.settleParent(ctx, r.Meta.TaskID); err != nil {
+		return err
+	}
+	return msg.Ack()
+}
+
+// lockParent serialises, within a transaction, the counting of a parent's
+// ended series with the recording of its announcement.
+func lockParent(ctx context.Context, tx pgx.Tx, parent string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, parentLockKey(parent))
+	return err
+}
+
+// parentLockKey is the advisory lock of a parent's series count.
+func parentLockKey(parent string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("parent\x00" + parent))
+	return int64(h.Sum64())
+}
+
+// handleSeriesResult ends the handling of a series task's result (written
+// with outcome status): when the series has ended, it is counted into its
+// parent (once), which settles when the count reaches its series total.
+func (w *Writer) handleSeriesResult(ctx context.Context, msg jetstream.Msg, r result, status schemas.Status) error {
+	if status == schemas.StatusRunning || status == statusCovered {
+		return msg.Ack()
+	}
+	if status == "" {
+		// A verdict, or a result written before: read the series' state.
+		if err := w.pool.QueryRow(ctx, `SELECT status FROM regressd_tasks WHERE task_id = $1`, r.Meta.TaskID).Scan(&status); err != nil {
+			return fmt.Errorf("read series task %s: %w", r.Meta.TaskID, err)
+		}
+	}
+	if !status.Done() {
+		return msg.Ack()
+	}
+	if err := w.countSeries(ctx, r.Meta.TaskID, r.Meta.Parent); err != nil {
+		return err
+	}
+	if err := msg.Ack(); err != nil {
+		return err
+	}
+	if status == schemas.StatusSuccess || status == schemas.StatusDryRun {
+		// Every batch written: its context is not needed any more.
+		w.forgetContext(ctx, schemas.TaskSummary{TaskID: r.Meta.TaskID, Status: status, Batches: r.Meta.Batches, BatchesDone: r.Meta.Batches}, r.Meta.ContextNUID)
+	}
+	return nil
+}
+
+// countSeries counts an ended series into its parent, once, and settles
+// the parent when it was the last. One round trip: a batch runs as one
+// implicit transaction, under the parent's lock (see handleAnnounce).
+func (w *Writer) countSeries(ctx context.Context, taskID, parent string) error {
+	var b pgx.Batch
+	b.Queue(`SELECT pg_advisory_xact_lock($1)`, parentLockKey(parent))
+	b.Queue(`WITH c AS (UPDATE regressd_tasks SET series_counted = true WHERE task_id = $1 AND NOT series_counted RETURNING 1)
+		UPDATE regressd_tasks SET series_ended = series_ended + (SELECT count(*) FROM c) WHERE task_id = $2
+		RETURNING series_ended, series_total`, taskID, parent)
+	br := w.pool.SendBatch(ctx, &b)
+	var ended, total int
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&ended, &total)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil // not announced yet: the announcement counts this series
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("count series %s into %s: %w", taskID, parent, err)
+	}
+	if total == 0 || ended < total {
+		return nil
+	}
+	return w.settleParent(ctx, parent)
+}
+
+// settleParent settles a parent task once every one of its series has
+// ended, and publishes its summary; a parent not announced yet, or with
+// series still running, is left alone. Settling again only publishes.
+func (w *Writer) settleParent(ctx context.Context, parent string) error {
+	var total, ended int
+	var dry bool
+	var status schemas.Status
+	var note string
+	err := w.pool.QueryRow(ctx, `SELECT series_total, series_ended, dry_run, status, message FROM regressd_tasks WHERE task_id = $1`, parent).
+		Scan(&total, &ended, &dry, &status, &note)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && (total == 0 || ended < total) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read parent task %s: %w", parent, err)
+	}
+	if status == schemas.StatusRunning {
+		settled, err := w.settleParentRow(ctx, parent, total, dry, note)
+		if err != nil || !settled {
+			return err
+		}
+	}
+	_, err = w.publishSummary(ctx, parent, "")
+	return err
+}
+
+// settleParentRow sums a parent's series into its ledger row once they
+// have all ended; false while some still run.
+func (w *Writer) settleParentRow(ctx context.Context, parent string, total int, dry bool, note string) (bool, error) {
+	rows, err := w.pool.Query(ctx, `SELECT status, count(*), sum(written)::bigint, sum(skipped_existing), sum(context_rows),
+		sum(query_rows), sum(read_rows), sum(batches), sum(batches_done), sum(batches_failed), sum(remaining)::bigint
+		FROM regressd_tasks WHERE parent_id = $1 GROUP BY status`, parent)
+	if err != nil {
+		return false, fmt.Errorf("read series of %s: %w", parent, err)
+	}
+	var c schemas.SeriesCounts
+	var sum [9]int64 // written … remaining, over every series
+	var st schemas.Status
+	var n int
+	var v [9]int64
+	dst := []any{&st, &n}
+	for i := range v {
+		dst = append(dst, &v[i])
+	}
+	if _, err := pgx.ForEachRow(rows, dst, func() error {
+		tsdb.SeriesOutcome(&c, st, n)
+		for i := range v {
+			sum[i] += v[i]
+		}
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("read series of %s: %w", parent, err)
+	}
+	if c.Succeeded+c.Skipped+c.Failed < total {
+		return false, nil
+	}
+	status, code := schemas.StatusSuccess, 0
+	msg := fmt.Sprintf("%d series: %d succeeded, %d skipped, %d failed", total, c.Succeeded, c.Skipped, c.Failed)
+	switch {
+	case c.Failed > 0 && c.Succeeded == 0:
+		status, code = schemas.StatusFailed, http.StatusBadGateway
+	case c.Failed > 0:
+		status = schemas.StatusPartial
+	case c.Skipped == total:
+		// Nothing was predicted, as a single series' run that skips.
+		status = schemas.StatusSkipped
+	case dry:
+		status = schemas.StatusDryRun
+	}
+	if c.Failed > 0 {
+		var tags []byte
+		var first string
+		var firstCode int
+		w.pool.QueryRow(ctx, `SELECT t.series, CASE WHEN t.message <> '' THEN t.message ELSE coalesce((SELECT b.message
+			FROM regressd_task_batches b WHERE b.task_id = t.task_id AND b.status = 'failed' ORDER BY b.batch_no LIMIT 1), '') END, t.code
+			FROM regressd_tasks t WHERE t.parent_id = $1 AND t.status IN ('failed', 'partial') ORDER BY t.series::text LIMIT 1`, parent).
+			Scan(&tags, &first, &firstCode)
+		var m map[string]string
+		json.Unmarshal(tags, &m)
+		msg += fmt.Sprintf("; first failure (%s): %s", schemas.FormatTags(m), first)
+		if status == schemas.StatusFailed && firstCode >= http.StatusBadRequest {
+			code = firstCode
+		}
+	}
+	if note != "" {
+		msg += "; " + note
+	}
+	_, err = w.pool.Exec(ctx, `UPDATE regressd_tasks SET status = $2, message = $3, code = $4, written = $5, skipped_existing = $6,
+		context_rows = $7, query_rows = $8, batches = $9, batches_done = $10, batches_failed = $11, remaining = $12, updated = now()
+		WHERE task_id = $1 AND status = 'running'`,
+		parent, status, msg, code, sum[0], sum[1], sum[2], sum[3], sum[5], sum[6], sum[7], sum[8])
+	if err != nil {
+		return false, fmt.Errorf("settle parent task %s: %w", parent, err)
+	}
+	return true, nil
+}
+
+// addSeries adds a parent task's series to its summary: their counts, and
+// the first MaxInlineSeries of them (every one, with its predictions, in a
+// dry run).
+func addSeries(ctx context.Context, db tsdb.Querier, s *schemas.TaskSummary, dry bool) error {
+	limit := schemas.MaxInlineSeries
+	if dry {
+		limit = maxDrySeries
+	}
+	c, list, err := tsdb.RunSeries(ctx, db, s.TaskID, limit, dry && s.Done())
+	if err != nil || c.Total == 0 {
+		return err
+	}
+	s.Series, s.SeriesResults = &c, list
+	return nil
+}
+
+// maxDrySeries bounds the series a dry run's summary lists with their
+// predictions.
+const maxDrySeries = 10_000
+
+// trimSeries keeps the first MaxInlineSeries series, without predictions:
+// a summary too large for the task bucket.
+func trimSeries(list []schemas.SeriesResult) []schemas.SeriesResult {
+	list = list[:min(len(list), schemas.MaxInlineSeries)]
+	for i := range list {
+		list[i].Predictions = nil
+	}
+	return list
+}
