@@ -153,7 +153,13 @@ func (p *Pipeline) startWorker(ctx context.Context, cfg Config, sealer *schemas.
 		}
 		pred = r
 	case pred == nil:
-		opts := append([]gpu.Option{gpu.WithDevice(gpu.NewCPUDevice(cfg.DeviceMemory)), gpu.WithHostMemory(gpu.HostMemoryBytes())}, cfg.EngineOptions...)
+		// The --concurrency batches in flight share the process's cores
+		// (as the gateway's requests in the same process do): each Fit
+		// and Predict holds one core and its loops take the free ones,
+		// so one batch alone uses every core and several never
+		// oversubscribe them.
+		opts := append([]gpu.Option{gpu.WithDevice(gpu.NewCPUDevice(cfg.DeviceMemory)), gpu.WithHostMemory(gpu.HostMemoryBytes()),
+			gpu.WithCorePool(gpu.DefaultCorePool())}, cfg.EngineOptions...)
 		pred = worker.NewLocal(16, opts...)
 	}
 	w, err := worker.New(ctx, p.JS, worker.Config{Predictor: pred, PredictorName: cfg.Predictor, Sealer: sealer, NeedKey: remote,
