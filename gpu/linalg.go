@@ -39,8 +39,19 @@ func cholesky(ctx context.Context, a []float64, n int) error {
 			break
 		}
 		// Panel: rows below the block solve against the block's factor.
+		// Four rows at a time share each row of the block's factor (dot4;
+		// a product's operands commute, so the bits are dot's).
 		if err := parallelFor(ctx, rest, 32, func(lo, hi int) {
-			for i := k + kb + lo; i < k+kb+hi; i++ {
+			i := k + kb + lo
+			for ; i+4 <= k+kb+hi; i += 4 {
+				r0, r1, r2, r3 := a[i*n:], a[(i+1)*n:], a[(i+2)*n:], a[(i+3)*n:]
+				for j := k; j < k+kb; j++ {
+					rj := a[j*n:]
+					d0, d1, d2, d3 := dot4(rj[k:j], r0[k:j], r1[k:j], r2[k:j], r3[k:j])
+					r0[j], r1[j], r2[j], r3[j] = (r0[j]-d0)/rj[j], (r1[j]-d1)/rj[j], (r2[j]-d2)/rj[j], (r3[j]-d3)/rj[j]
+				}
+			}
+			for ; i < k+kb+hi; i++ {
 				ri := a[i*n:]
 				for j := k; j < k+kb; j++ {
 					rj := a[j*n:]
@@ -98,21 +109,66 @@ func cholSolve(l []float64, n int, b []float64) []float64 {
 
 // invLowerT returns the columns of L⁻¹ as rows: row j of the result holds
 // column j of L⁻¹ (zero above j). Columns are independent, so they are
-// solved in parallel. Once ctx ends the result is incomplete: callers check
-// ctx before using it.
+// solved in parallel, four at a time (invLowerT4). Once ctx ends the result
+// is incomplete: callers check ctx before using it.
 func invLowerT(ctx context.Context, l []float64, n int) []float64 {
 	xt := make([]float64, n*n)
-	parallelFor(ctx, n, 8, func(lo, hi int) {
-		for j := lo; j < hi; j++ {
-			x := xt[j*n:]
-			x[j] = 1 / l[j*n+j]
-			for i := j + 1; i < n; i++ {
-				ri := l[i*n:]
-				x[i] = -dot(ri[j:i], x[j:i]) / ri[i]
+	// Pieces of 16 columns: four groups c, c+4, c+8, c+12.
+	parallelFor(ctx, n, 16, func(lo, hi int) {
+		for c := lo; c < lo+4 && c < hi; c++ {
+			if c+12 < hi {
+				invLowerT4(l, n, xt, c)
+				continue
+			}
+			for j := c; j < hi; j += 4 {
+				invLowerCol(l, n, xt, j)
 			}
 		}
 	})
 	return xt
+}
+
+// invLowerCol solves column j of L⁻¹ into row j of xt.
+func invLowerCol(l []float64, n int, xt []float64, j int) {
+	x := xt[j*n:]
+	x[j] = 1 / l[j*n+j]
+	for i := j + 1; i < n; i++ {
+		ri := l[i*n:]
+		x[i] = -dot(ri[j:i], x[j:i]) / ri[i]
+	}
+}
+
+// invLowerT4 solves columns c, c+4, c+8 and c+12 of L⁻¹ together, each
+// bit-identical to invLowerCol's: every row of L is loaded once for the
+// four dot products (dot4). Column c+4k's sums start at c instead of
+// c+4k; its entries there are zero (xt is zeroed above the diagonal), so
+// the extra products only add zeros to sums that are still +0, and since
+// the start moved by a multiple of 4, every other product falls in the
+// same running sum, in the same order, as dot's from c+4k.
+func invLowerT4(l []float64, n int, xt []float64, c int) {
+	x0, x1, x2, x3 := xt[c*n:(c+1)*n], xt[(c+4)*n:(c+5)*n], xt[(c+8)*n:(c+9)*n], xt[(c+12)*n:(c+13)*n]
+	x0[c] = 1 / l[c*n+c]
+	for i := c + 1; i < n; i++ {
+		ri := l[i*n:]
+		d0, d1, d2, d3 := dot4(ri[c:i], x0[c:i], x1[c:i], x2[c:i], x3[c:i])
+		x0[i] = -d0 / ri[i]
+		switch {
+		case i > c+12:
+			x1[i], x2[i], x3[i] = -d1/ri[i], -d2/ri[i], -d3/ri[i]
+		case i > c+8:
+			x1[i], x2[i] = -d1/ri[i], -d2/ri[i]
+			if i == c+12 {
+				x3[i] = 1 / ri[i]
+			}
+		case i > c+4:
+			x1[i] = -d1 / ri[i]
+			if i == c+8 {
+				x2[i] = 1 / ri[i]
+			}
+		case i == c+4:
+			x1[i] = 1 / ri[i]
+		}
+	}
 }
 
 // gram returns XᵀX for the n×w row-major X, as a dense symmetric w×w
