@@ -40,8 +40,10 @@ type Timing struct {
 	// Warm is a Predict that reuses the built cache.
 	Warm Phase `json:"warm"`
 	// Whole is Fit plus the first Predict.
-	Whole Phase   `json:"whole"`
-	R2    float64 `json:"r2"`
+	Whole Phase `json:"whole"`
+	// CacheCall is the Predict (1 or 2) that built the cache; 0: none.
+	CacheCall int     `json:"cache_call"`
+	R2        float64 `json:"r2"`
 	// Preds of the first Predict, for the agreement of the two sides.
 	Preds []float64 `json:"preds,omitempty"`
 }
@@ -86,7 +88,13 @@ func Measure(e Engine, X [][]float64, y []float64, Xq [][]float64, yq []float64)
 	if cached[0] {
 		build = calls[0]
 	}
-	if cached[0] || cached[1] {
+	switch {
+	case cached[0]:
+		t.CacheCall = 1
+	case cached[1]:
+		t.CacheCall = 2
+	}
+	if t.CacheCall > 0 {
 		t.Cache = Phase{Wall: math.Max(build.Wall-t.Warm.Wall, 0), CPU: math.Max(build.CPU-t.Warm.CPU, 0)}
 	}
 	t.Whole = Phase{Wall: t.Fit.Wall + t.Predict.Wall, CPU: t.Fit.CPU + t.Predict.CPU}
