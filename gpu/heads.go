@@ -80,23 +80,47 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 			rr[a] = r[i]
 		}
 		al := cholSolve(k, m, rr)
-		if err := parallelFor(ctx, m, 8, func(lo, hi int) {
-			x := make([]float64, m)
+		// [K⁻¹]_aa = ‖L⁻¹e_a‖²: column a of L⁻¹ by forward substitution
+		// from a, four columns at a time (invLowerT4, the same bits),
+		// then its squares summed from a in order.
+		need := func(a int) bool { return score == nil || score[rows[a]] }
+		loo := func(a int, x []float64) {
+			d := x[a] * x[a]
+			for b := a + 1; b < m; b++ {
+				d += x[b] * x[b]
+			}
+			own[rows[a]] = rr[a] - al[a]/d
+		}
+		if err := parallelFor(ctx, m, 16, func(lo, hi int) {
+			var xs [4][]float64
+			for q := range xs {
+				xs[q] = make([]float64, m)
+			}
 			for a := lo; a < hi; a++ {
-				i := rows[a]
-				res.alpha[i] = al[a] / float64(nc)
-				if score != nil && !score[i] {
+				res.alpha[rows[a]] = al[a] / float64(nc)
+			}
+			for c := lo; c < lo+4 && c < hi; c++ {
+				if c+12 < hi {
+					if !need(c) && !need(c+4) && !need(c+8) && !need(c+12) {
+						continue
+					}
+					for q := range xs {
+						clear(xs[q])
+					}
+					invLowerT4(k, m, c, xs[0], xs[1], xs[2], xs[3])
+					for q := range xs {
+						if need(c + 4*q) {
+							loo(c+4*q, xs[q])
+						}
+					}
 					continue
 				}
-				// [K⁻¹]_aa = ‖L⁻¹e_a‖², by forward substitution from a.
-				x[a] = 1 / k[a*m+a]
-				d := x[a] * x[a]
-				for b := a + 1; b < m; b++ {
-					rb := k[b*m:]
-					x[b] = -dot(rb[a:b], x[a:b]) / rb[b]
-					d += x[b] * x[b]
+				for a := c; a < hi; a += 4 {
+					if need(a) {
+						invLowerColInto(k, m, xs[0], a)
+						loo(a, xs[0])
+					}
 				}
-				own[i] = rr[a] - al[a]/d
 			}
 		}); err != nil {
 			return solveResult{}, err
@@ -227,20 +251,20 @@ func sse(y, p []float64) float64 {
 }
 
 // localMean is the Gaussian-weighted mean of v with squared bandwidth h2,
-// skipping row skip (−1 for none).
-func localMean(d2, v []float64, h2 float64, skip int) float64 {
+// skipping row skip (−1 for none); w is scratch as long as d2.
+func localMean(d2, v []float64, h2 float64, skip int, w []float64) float64 {
 	if h2 <= 0 {
 		h2 = 1e-300
 	}
 	s, far := -0.5/h2, 2*farExp*h2
+	expScaled(w[:len(d2)], d2, s, 0)
 	var num, den float64
 	for j := range d2 {
 		if j == skip || d2[j] > far {
 			continue
 		}
-		w := math.Exp(s * d2[j])
-		num += w * v[j]
-		den += w
+		num += w[j] * v[j]
+		den += w[j]
 	}
 	if den == 0 {
 		return 0

@@ -117,7 +117,7 @@ func invLowerT(ctx context.Context, l []float64, n int) []float64 {
 	parallelFor(ctx, n, 16, func(lo, hi int) {
 		for c := lo; c < lo+4 && c < hi; c++ {
 			if c+12 < hi {
-				invLowerT4(l, n, xt, c)
+				invLowerT4(l, n, c, xt[c*n:(c+1)*n], xt[(c+4)*n:(c+5)*n], xt[(c+8)*n:(c+9)*n], xt[(c+12)*n:(c+13)*n])
 				continue
 			}
 			for j := c; j < hi; j += 4 {
@@ -130,7 +130,11 @@ func invLowerT(ctx context.Context, l []float64, n int) []float64 {
 
 // invLowerCol solves column j of L⁻¹ into row j of xt.
 func invLowerCol(l []float64, n int, xt []float64, j int) {
-	x := xt[j*n:]
+	invLowerColInto(l, n, xt[j*n:(j+1)*n], j)
+}
+
+// invLowerColInto solves column j of L⁻¹ into x[j:] (x[:j] is not read).
+func invLowerColInto(l []float64, n int, x []float64, j int) {
 	x[j] = 1 / l[j*n+j]
 	for i := j + 1; i < n; i++ {
 		ri := l[i*n:]
@@ -138,15 +142,15 @@ func invLowerCol(l []float64, n int, xt []float64, j int) {
 	}
 }
 
-// invLowerT4 solves columns c, c+4, c+8 and c+12 of L⁻¹ together, each
+// invLowerT4 solves columns c, c+4, c+8 and c+12 of L⁻¹ together into
+// x0…x3 (length n, zero from c on: zeroed by the caller), each
 // bit-identical to invLowerCol's: every row of L is loaded once for the
 // four dot products (dot4). Column c+4k's sums start at c instead of
-// c+4k; its entries there are zero (xt is zeroed above the diagonal), so
+// c+4k; its entries there are zero, so
 // the extra products only add zeros to sums that are still +0, and since
 // the start moved by a multiple of 4, every other product falls in the
 // same running sum, in the same order, as dot's from c+4k.
-func invLowerT4(l []float64, n int, xt []float64, c int) {
-	x0, x1, x2, x3 := xt[c*n:(c+1)*n], xt[(c+4)*n:(c+5)*n], xt[(c+8)*n:(c+9)*n], xt[(c+12)*n:(c+13)*n]
+func invLowerT4(l []float64, n, c int, x0, x1, x2, x3 []float64) {
 	x0[c] = 1 / l[c*n+c]
 	for i := c + 1; i < n; i++ {
 		ri := l[i*n:]
