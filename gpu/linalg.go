@@ -68,26 +68,47 @@ func cholesky(ctx context.Context, a []float64, n int) error {
 			copy(panel[i*kb:(i+1)*kb], a[(k+kb+i)*n+k:(k+kb+i)*n+k+kb])
 		}
 		if err := parallelFor(ctx, rest, 16, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				ri := a[(k+kb+i)*n+k+kb:]
-				pi := panel[i*kb : (i+1)*kb]
+			i := lo
+			// Two rows against four panel rows per pass (dot2x4), then
+			// each row's rest; every sum is dot's whichever path.
+			for ; i+1 < hi; i += 2 {
+				r0, r1 := a[(k+kb+i)*n+k+kb:], a[(k+kb+i+1)*n+k+kb:]
+				p0, p1 := panel[i*kb:(i+1)*kb], panel[(i+1)*kb:(i+2)*kb]
 				j := 0
 				for ; j+4 <= i+1; j += 4 {
-					d0, d1, d2, d3 := dot4(pi, panel[j*kb:], panel[(j+1)*kb:], panel[(j+2)*kb:], panel[(j+3)*kb:])
-					ri[j] -= d0
-					ri[j+1] -= d1
-					ri[j+2] -= d2
-					ri[j+3] -= d3
+					d := dot2x4(p0, p1, panel[j*kb:], panel[(j+1)*kb:], panel[(j+2)*kb:], panel[(j+3)*kb:])
+					for q := range 4 {
+						r0[j+q] -= d[0][q]
+						r1[j+q] -= d[1][q]
+					}
 				}
-				for ; j <= i; j++ {
-					ri[j] -= dot(pi, panel[j*kb:(j+1)*kb])
-				}
+				trailingRow(r0, p0, panel, kb, i, j)
+				trailingRow(r1, p1, panel, kb, i+1, j)
+			}
+			for ; i < hi; i++ {
+				trailingRow(a[(k+kb+i)*n+k+kb:], panel[i*kb:(i+1)*kb], panel, kb, i, 0)
 			}
 		}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// trailingRow subtracts from ri[j] the dot of panel rows i and j, for j
+// from j0 to i.
+func trailingRow(ri, pi, panel []float64, kb, i, j0 int) {
+	j := j0
+	for ; j+4 <= i+1; j += 4 {
+		d0, d1, d2, d3 := dot4(pi, panel[j*kb:], panel[(j+1)*kb:], panel[(j+2)*kb:], panel[(j+3)*kb:])
+		ri[j] -= d0
+		ri[j+1] -= d1
+		ri[j+2] -= d2
+		ri[j+3] -= d3
+	}
+	for ; j <= i; j++ {
+		ri[j] -= dot(pi, panel[j*kb:(j+1)*kb])
+	}
 }
 
 // cholSolve solves (L·Lᵀ)x = b for x, given the lower factor in l.
@@ -205,22 +226,46 @@ func invDiag(xt []float64, n int) []float64 {
 	return d
 }
 
+// invFullRow fills row a of K⁻¹ from column b0 to the diagonal.
+func invFullRow(inv, xt []float64, n, a, b0 int) {
+	// Column a of L⁻¹ is zero above a, so the sums start at a.
+	ra := xt[a*n+a : a*n+n]
+	b := b0
+	for ; b+4 <= a+1; b += 4 {
+		inv[a*n+b], inv[a*n+b+1], inv[a*n+b+2], inv[a*n+b+3] = dot4(ra,
+			xt[b*n+a:], xt[(b+1)*n+a:], xt[(b+2)*n+a:], xt[(b+3)*n+a:])
+	}
+	for ; b <= a; b++ {
+		inv[a*n+b] = dot(ra, xt[b*n+a:b*n+n])
+	}
+}
+
 // invFull returns (L·Lᵀ)⁻¹ = L⁻ᵀL⁻¹ as a dense symmetric row-major matrix.
 // Once ctx ends the result is incomplete: callers check ctx before using it.
 func invFull(ctx context.Context, xt []float64, n int) []float64 {
 	inv := make([]float64, n*n)
+	// Pieces of 8 rows: rows a and a+4 share the columns b (dot2x4). Row
+	// a+4's sums then start at a, where column a+4 of L⁻¹ holds four
+	// zeros: they add only zeros to sums still +0, and the start moved by
+	// 4, so each sum is dot's from a+4 to the bit (as in invLowerT4).
 	parallelFor(ctx, n, 8, func(lo, hi int) {
 		for a := lo; a < hi; a++ {
-			// Column a of L⁻¹ is zero above a, so the sums start at a.
-			ra := xt[a*n+a : a*n+n]
-			b := 0
-			for ; b+4 <= a+1; b += 4 {
-				inv[a*n+b], inv[a*n+b+1], inv[a*n+b+2], inv[a*n+b+3] = dot4(ra,
-					xt[b*n+a:], xt[(b+1)*n+a:], xt[(b+2)*n+a:], xt[(b+3)*n+a:])
+			if a < lo+4 && a+4 < hi {
+				ra, r4 := xt[a*n+a:a*n+n], xt[(a+4)*n+a:(a+4)*n+n]
+				b := 0
+				for ; b+4 <= a+1; b += 4 {
+					d := dot2x4(ra, r4, xt[b*n+a:], xt[(b+1)*n+a:], xt[(b+2)*n+a:], xt[(b+3)*n+a:])
+					copy(inv[a*n+b:a*n+b+4], d[0][:])
+					copy(inv[(a+4)*n+b:(a+4)*n+b+4], d[1][:])
+				}
+				invFullRow(inv, xt, n, a, b)
+				invFullRow(inv, xt, n, a+4, b)
+				continue
 			}
-			for ; b <= a; b++ {
-				inv[a*n+b] = dot(ra, xt[b*n+a:b*n+n])
+			if a >= lo+4 && a-4 >= lo {
+				continue // done with row a−4
 			}
+			invFullRow(inv, xt, n, a, 0)
 		}
 	})
 	for a := range n {

@@ -133,3 +133,36 @@ func choleskyRowPanel(a []float64, n int) {
 		}
 	}
 }
+
+// invFull, pairing rows a and a+4, gives the row-by-row bits.
+func TestInvFullBitIdentical(t *testing.T) {
+	for _, n := range []int{1, 3, 4, 5, 8, 9, 12, 13, 17, 31, 64, 101} {
+		a := spd(n, uint64(n)+7)
+		if err := cholesky(context.Background(), a, n); err != nil {
+			t.Fatal(err)
+		}
+		xt := invLowerT(context.Background(), a, n)
+		want := make([]float64, n*n)
+		for r := range n {
+			invFullRow(want, xt, n, r, 0)
+		}
+		for _, cores := range []int{1, 2} {
+			ctx, leave, err := NewCorePool(cores).enter(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := invFull(ctx, xt, n)
+			leave()
+			for r := range n {
+				for c := 0; c <= r; c++ {
+					if math.Float64bits(got[r*n+c]) != math.Float64bits(want[r*n+c]) {
+						t.Fatalf("n=%d cores=%d: K⁻¹[%d][%d] = %v, row by row %v", n, cores, r, c, got[r*n+c], want[r*n+c])
+					}
+					if got[c*n+r] != got[r*n+c] {
+						t.Fatalf("n=%d: K⁻¹ not symmetric at (%d, %d)", n, r, c)
+					}
+				}
+			}
+		}
+	}
+}
