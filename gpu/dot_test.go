@@ -66,6 +66,24 @@ func BenchmarkDot4(b *testing.B) {
 			}
 			dotSink = s
 		})
+		a1 := append([]float64(nil), a...)
+		b.Run(fmt.Sprintf("dot2x4/n=%d", n), func(b *testing.B) {
+			var s float64
+			for range b.N {
+				d := dot2x4(a, a1, bs[0], bs[1], bs[2], bs[3])
+				s += d[0][0] + d[1][3]
+			}
+			dotSink = s
+		})
+		b.Run(fmt.Sprintf("dot4×2/n=%d", n), func(b *testing.B) {
+			var s float64
+			for range b.N {
+				d0, _, _, _ := dot4(a, bs[0], bs[1], bs[2], bs[3])
+				_, _, _, e3 := dot4(a1, bs[0], bs[1], bs[2], bs[3])
+				s += d0 + e3
+			}
+			dotSink = s
+		})
 		b.Run(fmt.Sprintf("dot×4/n=%d", n), func(b *testing.B) {
 			var s float64
 			for range b.N {
