@@ -156,9 +156,17 @@ func speedups(ref, cur Timing) map[string]float64 {
 		}
 		return a.Wall / b.Wall
 	}
+	cpu := func(a, b Phase) float64 {
+		if a.CPU <= 0 || b.CPU <= 0 {
+			return 0
+		}
+		return a.CPU / b.CPU
+	}
 	return map[string]float64{
 		"fit": ratio(ref.Fit, cur.Fit), "predict": ratio(ref.Predict, cur.Predict),
 		"cache": ratio(ref.Cache, cur.Cache), "warm": ratio(ref.Warm, cur.Warm), "whole": ratio(ref.Whole, cur.Whole),
+		// CPU seconds: steadier than wall time on a shared machine.
+		"fit_cpu": cpu(ref.Fit, cur.Fit), "predict_cpu": cpu(ref.Predict, cur.Predict), "whole_cpu": cpu(ref.Whole, cur.Whole),
 	}
 }
 
@@ -219,6 +227,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		if c.Speedup != nil {
 			s := c.Speedup
 			fmt.Fprintf(w, "%-22s %-9s %8.2f× %8.2f× %8.2f× %8.2f× %8.2f×   max |Δpred| %.3g\n", cell, "speedup", s["fit"], s["predict"], s["cache"], s["warm"], s["whole"], c.MaxAbsDiff)
+			fmt.Fprintf(w, "%-22s %-9s %8.2f× %8.2f× %9s %9s %8.2f×   (CPU seconds)\n", cell, "cpu ratio", s["fit_cpu"], s["predict_cpu"], "", "", s["whole_cpu"])
 		}
 	}
 }
