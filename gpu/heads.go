@@ -55,10 +55,16 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 		jitter := 0.0
 		for {
 			if err := parallelFor(ctx, m, 16, func(lo, hi int) {
+				d2 := make([]float64, hi)
 				for a := lo; a < hi; a++ {
 					za := z[rows[a]*f : (rows[a]+1)*f]
 					for b := 0; b <= a; b++ {
-						k[a*m+b] = sf2 * math.Exp(-0.5*sqDist(za, z[rows[b]*f:(rows[b]+1)*f], inv))
+						d2[b] = sqDist(za, z[rows[b]*f:(rows[b]+1)*f], inv)
+					}
+					ka := k[a*m : a*m+a+1]
+					expScaled(ka, d2[:a+1], -0.5, 0)
+					for b := range ka {
+						ka[b] = sf2 * ka[b]
 					}
 					k[a*m+a] += sn2 + jitter
 				}
@@ -131,17 +137,22 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 		return res, nil
 	}
 	err := parallelFor(ctx, n, 32, func(lo, hi int) {
+		d2, w := make([]float64, n), make([]float64, n)
 		for i := lo; i < hi; i++ {
 			if score != nil && !score[i] {
 				continue
 			}
 			zi := z[i*f : (i+1)*f]
+			for j := range n {
+				d2[j] = sqDist(zi, z[j*f:(j+1)*f], inv)
+			}
+			expScaled(w, d2, -0.5, 0)
 			s := own[i] / float64(nc)
 			for j := range n {
 				if j%nc == i%nc {
 					continue
 				}
-				s += sf2 * math.Exp(-0.5*sqDist(zi, z[j*f:(j+1)*f], inv)) * res.alpha[j]
+				s += sf2 * w[j] * res.alpha[j]
 			}
 			res.loo[i] = s
 		}
