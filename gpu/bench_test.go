@@ -218,3 +218,18 @@ func BenchmarkCachedVsPlainLoop(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFit is Fit alone on a 1,000-row context of 8 features, the size
+// at which Fit is most of a request's time (issue 16).
+func BenchmarkFit(b *testing.B) {
+	X, y := synth(1000, 8, 21)
+	for range b.N {
+		r, err := NewRegressor(DefaultModel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := r.Fit(context.Background(), X, y); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

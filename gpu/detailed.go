@@ -94,6 +94,11 @@ func (r *Regressor) PredictDetailed(ctx context.Context, Xq [][]float64, opts Pr
 	if c == nil {
 		return nil, ErrNotFitted
 	}
+	ctx, leave, err := r.cores.enter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
+	defer leave()
 	mean, err := r.Predict(ctx, Xq)
 	if err != nil {
 		return nil, err

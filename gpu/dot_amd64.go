@@ -14,3 +14,10 @@ var dot4Vector = cpu.X86.HasAVX2
 //
 //go:noescape
 func dot4Lanes(a, b0, b1, b2, b3 *float64, m int, lanes *[16]float64)
+
+// dot2x4Lanes writes the running sums of dot(ar, bk) over the first m
+// elements (m a positive multiple of 4) to lanes[16r+4k : 16r+4k+4], in
+// dot's lane order with separate multiplies and adds.
+//
+//go:noescape
+func dot2x4Lanes(a0, a1, b0, b1, b2, b3 *float64, m int, lanes *[32]float64)

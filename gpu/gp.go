@@ -54,20 +54,34 @@ func gpObjective(ctx context.Context, z []float64, m, f int, y, theta []float64)
 	sn2 := math.Exp(theta[f+1])
 	k := make([]float64, m*m)
 	ks := make([]float64, m*m) // signal part, kept for the gradient
-	for i := range m {
-		zi := z[i*f : (i+1)*f]
-		for j := 0; j <= i; j++ {
-			zj := z[j*f : (j+1)*f]
-			var s float64
-			for d := range f {
-				t := zi[d] - zj[d]
-				s += t * t * inv2[d]
+	// Row i's lower half in one piece: squared distances, then their
+	// weights in one vector pass (expScaled). Each piece writes only its
+	// rows and their mirror images, so the bits do not depend on cores.
+	parallelFor(ctx, m, 16, func(lo, hi int) {
+		d2 := make([]float64, hi)
+		for i := lo; i < hi; i++ {
+			zi := z[i*f : (i+1)*f]
+			for j := 0; j <= i; j++ {
+				zj := z[j*f : (j+1)*f]
+				var s float64
+				for d := range f {
+					t := zi[d] - zj[d]
+					s += t * t * inv2[d]
+				}
+				d2[j] = s
 			}
-			v := sf2 * math.Exp(-0.5*s)
-			ks[i*m+j], ks[j*m+i] = v, v
-			k[i*m+j], k[j*m+i] = v, v
+			e := ks[i*m : i*m+i+1]
+			expScaled(e, d2[:i+1], -0.5, 0)
+			for j := 0; j <= i; j++ {
+				v := sf2 * e[j]
+				ks[i*m+j], ks[j*m+i] = v, v
+				k[i*m+j], k[j*m+i] = v, v
+			}
+			k[i*m+i] += sn2 + 1e-9*sf2
 		}
-		k[i*m+i] += sn2 + 1e-9*sf2
+	})
+	if ctx.Err() != nil {
+		return 0, nil, false
 	}
 	if err := cholesky(ctx, k, m); err != nil {
 		return 0, nil, false
@@ -82,25 +96,45 @@ func gpObjective(ctx context.Context, z []float64, m, f int, y, theta []float64)
 	if ctx.Err() != nil {
 		return 0, nil, false
 	}
-	// W = K⁻¹ − ααᵀ; grad_θ = ½ tr(W ∂K/∂θ).
+	// W = K⁻¹ − ααᵀ; grad_θ = ½ tr(W ∂K/∂θ). W and K are symmetric, so
+	// the lower triangle counts twice. Rows are summed in fixed pieces of
+	// gradRows, each into its own partial sums, and the pieces in order:
+	// the bits do not depend on cores (they differ from one running sum
+	// over all pairs by rounding only).
+	const gradRows = 16
+	pieces := (m + gradRows - 1) / gradRows
+	part := make([]float64, pieces*(f+2))
+	parallelFor(ctx, m, gradRows, func(lo, hi int) {
+		g := part[lo/gradRows*(f+2) : (lo/gradRows+1)*(f+2)]
+		gd := g[:f]
+		for i := lo; i < hi; i++ {
+			zi := z[i*f : (i+1)*f]
+			for j := 0; j < i; j++ {
+				c := 2 * (inv[i*m+j] - alpha[i]*alpha[j]) * ks[i*m+j]
+				g[f] += c
+				zj := z[j*f : (j+1)*f]
+				for d := range f {
+					t := zi[d] - zj[d]
+					gd[d] += c * t * t
+				}
+			}
+			w := inv[i*m+i] - alpha[i]*alpha[i]
+			g[f] += w * ks[i*m+i]
+			g[f+1] += w * sn2
+		}
+	})
+	if ctx.Err() != nil {
+		return 0, nil, false
+	}
 	grad := make([]float64, f+2)
 	gd := make([]float64, f)
-	for i := range m {
-		zi := z[i*f : (i+1)*f]
-		for j := range m {
-			w := inv[i*m+j] - alpha[i]*alpha[j]
-			c := w * ks[i*m+j]
-			grad[f] += c
-			if j == i {
-				continue
-			}
-			zj := z[j*f : (j+1)*f]
-			for d := range f {
-				t := zi[d] - zj[d]
-				gd[d] += c * t * t
-			}
+	for p := range pieces {
+		g := part[p*(f+2) : (p+1)*(f+2)]
+		for d := range f {
+			gd[d] += g[d]
 		}
-		grad[f+1] += (inv[i*m+i] - alpha[i]*alpha[i]) * sn2
+		grad[f] += g[f]
+		grad[f+1] += g[f+1]
 	}
 	for d := range f {
 		grad[d] = 0.5 * gd[d] * inv2[d]

@@ -55,10 +55,16 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 		jitter := 0.0
 		for {
 			if err := parallelFor(ctx, m, 16, func(lo, hi int) {
+				d2 := make([]float64, hi)
 				for a := lo; a < hi; a++ {
 					za := z[rows[a]*f : (rows[a]+1)*f]
 					for b := 0; b <= a; b++ {
-						k[a*m+b] = sf2 * math.Exp(-0.5*sqDist(za, z[rows[b]*f:(rows[b]+1)*f], inv))
+						d2[b] = sqDist(za, z[rows[b]*f:(rows[b]+1)*f], inv)
+					}
+					ka := k[a*m : a*m+a+1]
+					expScaled(ka, d2[:a+1], -0.5, 0)
+					for b := range ka {
+						ka[b] = sf2 * ka[b]
 					}
 					k[a*m+a] += sn2 + jitter
 				}
@@ -80,23 +86,47 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 			rr[a] = r[i]
 		}
 		al := cholSolve(k, m, rr)
-		if err := parallelFor(ctx, m, 8, func(lo, hi int) {
-			x := make([]float64, m)
+		// [K⁻¹]_aa = ‖L⁻¹e_a‖²: column a of L⁻¹ by forward substitution
+		// from a, four columns at a time (invLowerT4, the same bits),
+		// then its squares summed from a in order.
+		need := func(a int) bool { return score == nil || score[rows[a]] }
+		loo := func(a int, x []float64) {
+			d := x[a] * x[a]
+			for b := a + 1; b < m; b++ {
+				d += x[b] * x[b]
+			}
+			own[rows[a]] = rr[a] - al[a]/d
+		}
+		if err := parallelFor(ctx, m, 16, func(lo, hi int) {
+			var xs [4][]float64
+			for q := range xs {
+				xs[q] = make([]float64, m)
+			}
 			for a := lo; a < hi; a++ {
-				i := rows[a]
-				res.alpha[i] = al[a] / float64(nc)
-				if score != nil && !score[i] {
+				res.alpha[rows[a]] = al[a] / float64(nc)
+			}
+			for c := lo; c < lo+4 && c < hi; c++ {
+				if c+12 < hi {
+					if !need(c) && !need(c+4) && !need(c+8) && !need(c+12) {
+						continue
+					}
+					for q := range xs {
+						clear(xs[q])
+					}
+					invLowerT4(k, m, c, xs[0], xs[1], xs[2], xs[3])
+					for q := range xs {
+						if need(c + 4*q) {
+							loo(c+4*q, xs[q])
+						}
+					}
 					continue
 				}
-				// [K⁻¹]_aa = ‖L⁻¹e_a‖², by forward substitution from a.
-				x[a] = 1 / k[a*m+a]
-				d := x[a] * x[a]
-				for b := a + 1; b < m; b++ {
-					rb := k[b*m:]
-					x[b] = -dot(rb[a:b], x[a:b]) / rb[b]
-					d += x[b] * x[b]
+				for a := c; a < hi; a += 4 {
+					if need(a) {
+						invLowerColInto(k, m, xs[0], a)
+						loo(a, xs[0])
+					}
 				}
-				own[i] = rr[a] - al[a]/d
 			}
 		}); err != nil {
 			return solveResult{}, err
@@ -107,17 +137,22 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 		return res, nil
 	}
 	err := parallelFor(ctx, n, 32, func(lo, hi int) {
+		d2, w := make([]float64, n), make([]float64, n)
 		for i := lo; i < hi; i++ {
 			if score != nil && !score[i] {
 				continue
 			}
 			zi := z[i*f : (i+1)*f]
+			for j := range n {
+				d2[j] = sqDist(zi, z[j*f:(j+1)*f], inv)
+			}
+			expScaled(w, d2, -0.5, 0)
 			s := own[i] / float64(nc)
 			for j := range n {
 				if j%nc == i%nc {
 					continue
 				}
-				s += sf2 * math.Exp(-0.5*sqDist(zi, z[j*f:(j+1)*f], inv)) * res.alpha[j]
+				s += sf2 * w[j] * res.alpha[j]
 			}
 			res.loo[i] = s
 		}
@@ -227,20 +262,20 @@ func sse(y, p []float64) float64 {
 }
 
 // localMean is the Gaussian-weighted mean of v with squared bandwidth h2,
-// skipping row skip (−1 for none).
-func localMean(d2, v []float64, h2 float64, skip int) float64 {
+// skipping row skip (−1 for none); w is scratch as long as d2.
+func localMean(d2, v []float64, h2 float64, skip int, w []float64) float64 {
 	if h2 <= 0 {
 		h2 = 1e-300
 	}
 	s, far := -0.5/h2, 2*farExp*h2
+	expScaled(w[:len(d2)], d2, s, 0)
 	var num, den float64
 	for j := range d2 {
 		if j == skip || d2[j] > far {
 			continue
 		}
-		w := math.Exp(s * d2[j])
-		num += w * v[j]
-		den += w
+		num += w[j] * v[j]
+		den += w[j]
 	}
 	if den == 0 {
 		return 0

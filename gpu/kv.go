@@ -324,6 +324,33 @@ func (c *contextFit) rowKeys(l, i int, k []float32) {
 // blocks' quads out contiguously.
 func (c *contextFit) keysAt(l int, x, a []float64, k []float32, stride int) {
 	f := c.f
+	// x − a once for every head (the same values keysAtGo computes per
+	// head, so the same bits).
+	var buf [64]float64
+	diff := buf[:0]
+	if f > len(buf) {
+		diff = make([]float64, 0, f)
+	}
+	for d := range f {
+		diff = append(diff, x[d]-a[d])
+	}
+	for h := range c.layers[l] {
+		inv := c.layers[l][h].inv[:f]
+		kq := k[(h/quadHeads)*stride:]
+		lane := 2 * (h % quadHeads)
+		for d, v := range diff {
+			kq[(d/2)*quadWidth+lane+d%2] = clampKey(v * inv[d])
+		}
+		if f < 2*c.g {
+			kq[(f/2)*quadWidth+lane+f%2] = 0
+		}
+	}
+}
+
+// keysAtGo is keysAt as it was written first, coordinate by coordinate:
+// the test's twin.
+func (c *contextFit) keysAtGo(l int, x, a []float64, k []float32, stride int) {
+	f := c.f
 	for h := range c.layers[l] {
 		hd := &c.layers[l][h]
 		kq := k[(h/quadHeads)*stride:]

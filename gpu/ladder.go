@@ -166,6 +166,11 @@ func (r *Regressor) Predict(ctx context.Context, Xq [][]float64) ([]float64, err
 	if len(Xq) == 0 {
 		return []float64{}, nil
 	}
+	ctx, leave, err := r.cores.enter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
+	defer leave()
 	zq, err := c.pp.transform(Xq)
 	if err != nil {
 		return nil, fmt.Errorf("predict: %w", err)

@@ -10,7 +10,8 @@ import (
 // parallelFor runs fn over [0, n) split into fixed pieces of grain items.
 // The split depends only on n and grain, never on GOMAXPROCS, and every
 // piece writes only its own outputs, so results are bit-identical however
-// many goroutines run them. Once ctx ends no further piece starts, and
+// many goroutines run them. Within Fit and Predict the goroutines are the
+// caller's core plus the cores of its CorePool free at the start. Once ctx ends no further piece starts, and
 // parallelFor returns an error wrapping ctx.Err(): the outputs of the
 // pieces not run are left as they were, so a caller that gets an error
 // must not use them.
@@ -22,7 +23,16 @@ func parallelFor(ctx context.Context, n, grain int, fn func(lo, hi int)) error {
 		grain = 1
 	}
 	pieces := (n + grain - 1) / grain
-	workers := min(runtime.GOMAXPROCS(0), pieces)
+	var workers int
+	if pool := poolOf(ctx); pool != nil {
+		// The caller holds one core of its call's pool; more run only
+		// where that many are free now.
+		extra := pool.tryTake(min(pool.Cores(), pieces) - 1)
+		defer pool.give(extra)
+		workers = 1 + extra
+	} else {
+		workers = min(runtime.GOMAXPROCS(0), pieces)
+	}
 	if workers <= 1 {
 		for lo := 0; lo < n; lo += grain {
 			if err := ctx.Err(); err != nil {

@@ -14,7 +14,7 @@ func (c *contextFit) predict64(Xq [][]float64) []float64 {
 	}
 	zq, _ := c.pp.transform(Xq)
 	n, f := c.n, c.f
-	dA, d2 := newRowDists(n), make([]float64, n)
+	dA, d2 := newRowDists(n), make([]float64, 2*n)
 	var buf []float64
 	edges, _ := c.queryEdges(context.Background(), zq, len(Xq))
 	for q := range Xq {

@@ -85,6 +85,7 @@ type Regressor struct {
 	dev        Device
 	hostBytes  int64
 	queryBatch int
+	cores      *CorePool
 
 	fit     *contextFit
 	dropped int
@@ -112,6 +113,9 @@ func NewRegressor(model string, opts ...Option) (*Regressor, error) {
 	}
 	if r.dev == nil {
 		r.dev = NewCPUDevice(0)
+	}
+	if r.cores == nil {
+		r.cores = DefaultCorePool()
 	}
 	if r.hostBytes < 0 {
 		r.hostBytes = HostMemoryBytes()
@@ -147,6 +151,11 @@ func (r *Regressor) resolvedPolicy() Policy {
 // rows) and returns an error wrapping ctx.Err(), leaving the regressor
 // unfitted.
 func (r *Regressor) Fit(ctx context.Context, X [][]float64, y []float64) error {
+	ctx, leave, err := r.cores.enter(ctx)
+	if err != nil {
+		return fmt.Errorf("fit: %w", err)
+	}
+	defer leave()
 	r.mu.Lock()
 	r.freeCacheLocked()
 	r.calls = 0

@@ -49,10 +49,14 @@ func (r *rowDists) kth(k int) float64 {
 const farExp = 40
 
 // headOutput64 is a head's output in float64 for a query whose distances
-// are rd; the head's bandwidth multiple is applied here. Leaving out rd's
+// are rd; the head's bandwidth multiple is applied here. buf is scratch of
+// at least 2·len(rd.base). Weights are expNeg's (expScaled, a whole row at
+// a time), within 1e-9 relative of math.Exp's. Leaving out rd's
 // row gives the leave-one-out prediction of a context row. Fitting uses it
 // to score heads; predictions go through the KV cache.
-func headOutput64(h *head, rd *rowDists, d2 []float64) float64 {
+func headOutput64(h *head, rd *rowDists, buf []float64) float64 {
+	n := len(rd.base)
+	d2, w := buf[:n], buf[n:2*n]
 	s := 1 / (h.spec.mult * h.spec.mult)
 	skip := rd.skip
 	for j, v := range rd.base {
@@ -60,10 +64,11 @@ func headOutput64(h *head, rd *rowDists, d2 []float64) float64 {
 	}
 	switch h.spec.kind {
 	case kindSolve:
+		expScaled(w, d2, -0.5, 0)
 		var out float64
-		for j, v := range d2 {
+		for j := range d2 {
 			if j != skip {
-				out += h.sf2 * math.Exp(-0.5*v) * h.values[j]
+				out += h.sf2 * w[j] * h.values[j]
 			}
 		}
 		return out
@@ -74,12 +79,12 @@ func headOutput64(h *head, rd *rowDists, d2 []float64) float64 {
 				dmin = min(dmin, v)
 			}
 		}
+		expScaled(w, d2, -0.5, dmin)
 		var num, den float64
 		for j, v := range d2 {
 			if j != skip && v-dmin <= 2*farExp {
-				w := math.Exp(-0.5 * (v - dmin))
-				num += w * h.values[j]
-				den += w
+				num += w[j] * h.values[j]
+				den += w[j]
 			}
 		}
 		if den == 0 {
@@ -94,7 +99,7 @@ func headOutput64(h *head, rd *rowDists, d2 []float64) float64 {
 		if m <= 0 {
 			return 0
 		}
-		return localMean(d2, h.values, rd.kth(min(h.spec.k, m))*s, skip)
+		return localMean(d2, h.values, rd.kth(min(h.spec.k, m))*s, skip, w)
 	default: // kindTopK
 		return knnMean(d2, h.values, h.spec.k, skip)
 	}
@@ -282,7 +287,7 @@ func (c *contextFit) looCandidates(ctx context.Context, rows []int, ard, iso gpH
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
 	err := parallelFor(ctx, len(rows), 8, func(lo, hi int) {
 		dA, dI := newRowDists(n), newRowDists(n)
-		d2 := make([]float64, n)
+		d2 := make([]float64, 2*n)
 		for a := lo; a < hi; a++ {
 			i := rows[a]
 			zi := c.z[i*f : (i+1)*f]
@@ -385,7 +390,7 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 	// Rows are independent and put writes each row's own slots.
 	return parallelFor(ctx, len(te), 8, func(lo, hi int) {
 		dA, dI := newRowDists(m), newRowDists(m)
-		d2 := make([]float64, m)
+		d2 := make([]float64, 2*m)
 		var buf []float64
 		for a := lo; a < hi; a++ {
 			zi := c.z[te[a]*f : (te[a]+1)*f]

@@ -161,7 +161,13 @@ func (p *Pipeline) startWorker(ctx context.Context, cfg Config, sealer *schemas.
 		r.Metrics = p.metrics
 		pred = r
 	case pred == nil:
-		opts := append([]gpu.Option{gpu.WithDevice(gpu.NewCPUDevice(cfg.DeviceMemory)), gpu.WithHostMemory(gpu.HostMemoryBytes())}, cfg.EngineOptions...)
+		// The --concurrency batches in flight share the process's cores
+		// (as the gateway's requests in the same process do): each Fit
+		// and Predict holds one core and its loops take the free ones,
+		// so one batch alone uses every core and several never
+		// oversubscribe them.
+		opts := append([]gpu.Option{gpu.WithDevice(gpu.NewCPUDevice(cfg.DeviceMemory)), gpu.WithHostMemory(gpu.HostMemoryBytes()),
+			gpu.WithCorePool(gpu.DefaultCorePool())}, cfg.EngineOptions...)
 		local := worker.NewLocal(16, opts...)
 		local.Metrics = p.metrics
 		pred = local

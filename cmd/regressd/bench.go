@@ -20,6 +20,9 @@ func (c *benchCommand) Synopsis() string {
 }
 
 func (c *benchCommand) Run(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "engine" {
+		return c.benchEngine(ctx, args[1:])
+	}
 	cfg := bench.DefaultConfig()
 	var logLevel string
 	var jsonOut bool

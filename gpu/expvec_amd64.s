@@ -1,0 +1,71 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+DATA expBias<>+0(SB)/4, $1023
+DATA expBias<>+4(SB)/4, $1023
+DATA expBias<>+8(SB)/4, $1023
+DATA expBias<>+12(SB)/4, $1023
+GLOBL expBias<>(SB), RODATA|NOPTR, $16
+
+// func expScaledAsm(dst, src *float64, n int, s, off float64, table *[14][4]float64)
+// Per lane: x = s·(v − off); x ≥ 0 gives 1 (x is clamped to 0, where the
+// formula gives exactly 1) and x < −708 gives 0 (masked); otherwise
+// k = floor(x·log2e + ½), r = (x − k·ln2Hi) − k·ln2Lo, p by Horner from the
+// innermost coefficient, times 2^k: expNeg's steps, in its order.
+// table rows: 0 log2e, 1 ½, 2 ln2Hi, 3 ln2Lo, 4 −708, 5…13 coefficients.
+TEXT ·expScaledAsm(SB), NOSPLIT, $0-48
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSD s+24(FP), Y15
+	VBROADCASTSD off+32(FP), Y14
+	MOVQ         table+40(FP), DX
+	VMOVUPD      128(DX), Y13     // −708
+	VXORPD       Y12, Y12, Y12    // 0
+	VMOVDQU      expBias<>(SB), X11
+
+loop:
+	VMOVUPD   (SI), Y0
+	VSUBPD    Y14, Y0, Y0         // v − off
+	VMULPD    Y15, Y0, Y0         // x = s·(v − off)
+	VCMPPD    $1, Y13, Y0, Y1     // mask: x < −708
+	VMINPD    Y12, Y0, Y0         // x ≥ 0 → 0
+	VMAXPD    Y13, Y0, Y0         // x < −708 → −708 (masked below)
+	VMULPD    0(DX), Y0, Y2       // x·log2e
+	VADDPD    32(DX), Y2, Y2      // + ½
+	VROUNDPD  $1, Y2, Y2          // k = floor
+	VMULPD    64(DX), Y2, Y3      // k·ln2Hi
+	VSUBPD    Y3, Y0, Y3          // x − k·ln2Hi
+	VMULPD    96(DX), Y2, Y4      // k·ln2Lo
+	VSUBPD    Y4, Y3, Y3          // r
+	VMOVUPD   160(DX), Y5         // p = 1/40320
+	VMULPD    Y3, Y5, Y5
+	VADDPD    192(DX), Y5, Y5     // 1/5040 + r·p
+	VMULPD    Y3, Y5, Y5
+	VADDPD    224(DX), Y5, Y5     // 1/720
+	VMULPD    Y3, Y5, Y5
+	VADDPD    256(DX), Y5, Y5     // 1/120
+	VMULPD    Y3, Y5, Y5
+	VADDPD    288(DX), Y5, Y5     // 1/24
+	VMULPD    Y3, Y5, Y5
+	VADDPD    320(DX), Y5, Y5     // 1/6
+	VMULPD    Y3, Y5, Y5
+	VADDPD    352(DX), Y5, Y5     // 1/2
+	VMULPD    Y3, Y5, Y5
+	VADDPD    384(DX), Y5, Y5     // 1
+	VMULPD    Y3, Y5, Y5
+	VADDPD    416(DX), Y5, Y5     // 1
+	VCVTPD2DQY Y2, X6             // int32(k)
+	VPADDD    X11, X6, X6         // + 1023
+	VPMOVZXDQ X6, Y6
+	VPSLLQ    $52, Y6, Y6         // 2^k
+	VMULPD    Y6, Y5, Y5
+	VANDNPD   Y5, Y1, Y5          // 0 where x < −708
+	VMOVUPD   Y5, (DI)
+	ADDQ      $32, SI
+	ADDQ      $32, DI
+	SUBQ      $4, CX
+	JNZ       loop
+	VZEROUPPER
+	RET
