@@ -42,24 +42,6 @@ type farReadout struct {
 	rawW   float64 // the trend's polynomial, without the tangent past the range
 	flatW  float64 // the trend at the query clamped to the context's range
 	w      [][headsPerLayer]float64
-	blocks int // the blocks it was chosen in
-}
-
-// shrunk is r's weights pulled toward o's in proportion to the blocks
-// each was chosen in: a beyond readout rests on the context's first and
-// last blocks alone (for a time column), two runs whose choice is noisy,
-// where the pooled one has all five. On co2_weekly's first fifth, the
-// beyond readout alone scored R² 0.08, the pooled one 0.46, this 0.40.
-func (r *farReadout) shrunk(o *farReadout) *farReadout {
-	s := float64(r.blocks) / float64(r.blocks+o.blocks)
-	mix := func(a, b float64) float64 { return s*a + (1-s)*b }
-	out := &farReadout{trendW: mix(r.trendW, o.trendW), rawW: mix(r.rawW, o.rawW), flatW: mix(r.flatW, o.flatW), w: make([][headsPerLayer]float64, len(r.w)), blocks: r.blocks}
-	for l := range r.w {
-		for h := range r.w[l] {
-			out.w[l][h] = mix(r.w[l][h], o.w[l][h])
-		}
-	}
-	return out
 }
 
 // trendVariants are the trend's other continuations past the range [lo,
@@ -103,8 +85,7 @@ const minFarRows = 30
 
 // fitFar chooses the far readouts on blk's far rows (indices into blk):
 // the pooled readout on all of them, for gaps, and the beyond readout on
-// those outside the range of the blocks they were predicted from, shrunk
-// toward the pooled one.
+// those outside the range of the blocks they were predicted from.
 func (e *edgeModel) fitFar(cfg modelConfig, blk *heldOut, far []int, init int) {
 	all := far
 	if len(all) < minFarRows {
@@ -128,7 +109,7 @@ func (e *edgeModel) fitFar(cfg modelConfig, blk *heldOut, far []int, init int) {
 	e.beyond, e.gap = pooled, pooled
 	if len(beyond) >= minFarRows {
 		if own := selectFar(cfg, blk, beyond, init); own != nil {
-			e.beyond = own.shrunk(pooled)
+			e.beyond = own
 		}
 	}
 }
@@ -163,7 +144,7 @@ func selectFar(cfg modelConfig, blk *heldOut, rows []int, init int) *farReadout 
 	if blocks == 0 {
 		return nil
 	}
-	r := &farReadout{trendW: w[0] / float64(blocks), rawW: w[nc] / float64(blocks), flatW: w[nc+1] / float64(blocks), blocks: blocks, w: make([][headsPerLayer]float64, (nc-1)/headsPerLayer)}
+	r := &farReadout{trendW: w[0] / float64(blocks), rawW: w[nc] / float64(blocks), flatW: w[nc+1] / float64(blocks), w: make([][headsPerLayer]float64, (nc-1)/headsPerLayer)}
 	for k := 1; k < nc; k++ {
 		r.w[(k-1)/headsPerLayer][(k-1)%headsPerLayer] = w[k] / float64(blocks)
 	}
