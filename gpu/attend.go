@@ -303,7 +303,7 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 		t := c.tr.eval(zq[q*f:(q+1)*f], buf)
 		out[q] = c.trendW * t
 		if edges != nil && edges[q].u > 0 {
-			far[q] = c.farFor(edges[q]).trendW * t
+			far[q] = c.farFor(edges[q]).trendOut(c.tr, zq[q*f:(q+1)*f], c.edge.lo, c.edge.hi, t)
 		}
 	}
 	w := len(c.anchors) / f * c.g * headWidth // a query's key slices

@@ -21,6 +21,10 @@ type heldOut struct {
 	// scattered rows).
 	block  []int
 	beyond []bool
+	// extra is, for rows held out in blocks, the trend's raw and flat
+	// continuations past the range of the rows it was fitted on
+	// (trendVariants); far readouts weigh them too.
+	extra [2][]float64
 }
 
 // subset is the rows idx of h.
@@ -37,6 +41,21 @@ func (h *heldOut) subset(idx []int) *heldOut {
 			out.block = append(out.block, h.block[a])
 			out.beyond = append(out.beyond, h.beyond[a])
 		}
+		for k := range h.extra {
+			if h.extra[k] != nil {
+				out.extra[k] = append(out.extra[k], h.extra[k][a])
+			}
+		}
+	}
+	return out
+}
+
+// blendFar is, for each row held out in blocks, the far readout r's
+// prediction.
+func (h *heldOut) blendFar(r *farReadout) []float64 {
+	out := h.blend(r.weights())
+	for a := range out {
+		out[a] += r.rawW*h.extra[0][a] + r.flatW*h.extra[1][a]
 	}
 	return out
 }
@@ -108,6 +127,7 @@ func (c *contextFit) blockCandidates(ctx context.Context, cfg modelConfig, ys []
 	}
 	nh := len(c.layers) * headsPerLayer
 	h := &heldOut{cands: make([][]float64, nh+1), rows: rows, dist: make([]float64, m), block: make([]int, m), beyond: make([]bool, m)}
+	h.extra = [2][]float64{make([]float64, m), make([]float64, m)}
 	for k := range h.cands {
 		h.cands[k] = make([]float64, m)
 	}
@@ -122,10 +142,13 @@ func (c *contextFit) blockCandidates(ctx context.Context, cfg modelConfig, ys []
 			return nil, err
 		}
 		lo, hi := columnRanges(zt, len(tr), c.f)
+		trd, _, _ := fitTrend(zt, len(tr), c.f, yt) // as heldOutPredict's
 		for a := a0; a < a1; a++ {
 			h.block[a] = b
 			i := rows[a]
-			h.beyond[a] = outsideBox(c.z[i*c.f:(i+1)*c.f], lo, hi)
+			zi := c.z[i*c.f : (i+1)*c.f]
+			h.beyond[a] = outsideBox(zi, lo, hi)
+			h.extra[0][a], h.extra[1][a] = trendVariants(trd, zi, lo, hi)
 		}
 	}
 	h.target = make([]float64, m)

@@ -30,10 +30,42 @@ type edgeModel struct {
 }
 
 // farReadout is a far readout's weights; the context mean takes the
-// weight they leave.
+// weight they leave. Besides the trend as Fit uses it near the context
+// (a quadratic continued along its tangent past the range), a far readout
+// may weigh two other ways of carrying the trend past the context's range,
+// chosen like the rest on the context's own blocks: the raw polynomial
+// (a curving trend that goes on curving, co2's) and the trend held at the
+// range's edge (flat past it: what a tree ensemble does, for a relation
+// that does not go on). Inside the range all three are the same.
 type farReadout struct {
 	trendW float64
+	rawW   float64 // the trend's polynomial, without the tangent past the range
+	flatW  float64 // the trend at the query clamped to the context's range
 	w      [][headsPerLayer]float64
+}
+
+// trendVariants are the trend's other continuations past the range [lo,
+// hi] at z: the raw polynomial and the trend at z clamped to the range.
+func trendVariants(t *trend, z, lo, hi []float64) (raw, flat float64) {
+	if t.beta == nil {
+		return 0, 0
+	}
+	raw = dot(t.beta, t.expand(z, nil))
+	zc := make([]float64, len(z))
+	for d, v := range z {
+		zc[d] = min(max(v, lo[d]), hi[d])
+	}
+	return raw, t.eval(zc, nil)
+}
+
+// trendOut is the readout's trend part at z, whose trend value is tv.
+func (r *farReadout) trendOut(t *trend, z, lo, hi []float64, tv float64) float64 {
+	out := r.trendW * tv
+	if r.rawW != 0 || r.flatW != 0 {
+		raw, flat := trendVariants(t, z, lo, hi)
+		out += r.rawW*raw + r.flatW*flat
+	}
+	return out
 }
 
 // weights is the readout as one weight per candidate (heldOut's order; the
@@ -84,12 +116,13 @@ func (e *edgeModel) fitFar(cfg modelConfig, blk *heldOut, far []int, init int) {
 
 // selectFar chooses a far readout on blk's rows: in each block apart, then
 // averaged, so that no one run decides for the others, since a query's
-// may be like any of them. Its candidates are the trend, the heads and the
-// context mean (the weight left over). Nil when no block holds 8 of the
+// may be like any of them. Its candidates are the trend (and its raw and
+// flat continuations), the heads and the context mean (the weight left
+// over). Nil when no block holds 8 of the
 // rows.
 func selectFar(cfg modelConfig, blk *heldOut, rows []int, init int) *farReadout {
 	nc := len(blk.cands)
-	w := make([]float64, nc+1)
+	w := make([]float64, nc+3)
 	blocks := 0
 	for b := range blockCV {
 		var in []int
@@ -102,7 +135,7 @@ func selectFar(cfg modelConfig, blk *heldOut, rows []int, init int) *farReadout 
 			continue
 		}
 		sub := blk.subset(in)
-		cands := append(sub.cands, make([]float64, len(in))) // the mean: 0 once standardised
+		cands := append(append(append([][]float64(nil), sub.cands...), sub.extra[:]...), make([]float64, len(in))) // the mean: 0 once standardised
 		for k, v := range baggedSelect(cands, sub.target, cfg.bags, init, 30) {
 			w[k] += v
 		}
@@ -111,7 +144,7 @@ func selectFar(cfg modelConfig, blk *heldOut, rows []int, init int) *farReadout 
 	if blocks == 0 {
 		return nil
 	}
-	r := &farReadout{trendW: w[0] / float64(blocks), w: make([][headsPerLayer]float64, (nc-1)/headsPerLayer)}
+	r := &farReadout{trendW: w[0] / float64(blocks), rawW: w[nc] / float64(blocks), flatW: w[nc+1] / float64(blocks), w: make([][headsPerLayer]float64, (nc-1)/headsPerLayer)}
 	for k := 1; k < nc; k++ {
 		r.w[(k-1)/headsPerLayer][(k-1)%headsPerLayer] = w[k] / float64(blocks)
 	}

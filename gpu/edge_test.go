@@ -77,6 +77,20 @@ func levelShift(t0, n int, rng *rand.Rand) ([][]float64, []float64) {
 	return X, y
 }
 
+// curvingTrend is a series whose trend accelerates (a parabola in time,
+// as co2_weekly's), with a seasonal wave and noise: past its end a line
+// through the whole series and the last value both fall behind.
+func curvingTrend(t0, n int, rng *rand.Rand) ([][]float64, []float64) {
+	X := make([][]float64, n)
+	y := make([]float64, n)
+	for i := range X {
+		ti := float64(t0 + i)
+		X[i] = []float64{ti}
+		y[i] = 1e-4*ti*ti + math.Sin(2*math.Pi*ti/40) + 0.3*rng.NormFloat64()
+	}
+	return X, y
+}
+
 // TestExtrapolationPastTheEnd: the queries up to 20% past the end of a
 // series (the newest rows, lost in an outage) are predicted no worse than
 // by the better of a least-squares line and the last observed value, and
@@ -91,6 +105,7 @@ func TestExtrapolationPastTheEnd(t *testing.T) {
 		{"trend and season", func(t0, n int, rng *rand.Rand) ([][]float64, []float64) { return trendSeries(t0, n, false, rng) }},
 		{"trend and a covariate", func(t0, n int, rng *rand.Rand) ([][]float64, []float64) { return trendSeries(t0, n, true, rng) }},
 		{"level shift", levelShift},
+		{"curving trend", curvingTrend},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 400

@@ -63,7 +63,7 @@ func (c *contextFit) calibrate(ctx context.Context, near, blk *heldOut) error {
 		p := blk.blend(nearW)
 		u := make([]float64, len(p))
 		if c.edge.beyond != nil {
-			pb, pg := blk.blend(c.edge.beyond.weights()), blk.blend(c.edge.gap.weights())
+			pb, pg := blk.blendFar(c.edge.beyond), blk.blendFar(c.edge.gap)
 			for a := range p {
 				u[a] = farness(blk.dist[a])
 				pf := pg[a]

@@ -1,4 +1,4 @@
-package gpu
+package gpu_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/regressd/regressd/gpu"
 	"github.com/regressd/regressd/gpu/eval"
 )
 
@@ -23,23 +24,23 @@ func TestSuite(t *testing.T) {
 	}
 	model := os.Getenv("REGRESSD_MODEL")
 	if model == "" {
-		model = DefaultModel
+		model = gpu.DefaultModel
 	}
 	ds, err := eval.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := func(policy string) eval.Result {
-		var p Policy
+		var p gpu.Policy
 		if policy != "" {
-			p, _ = ParsePolicy([]byte(policy))
+			p, _ = gpu.ParsePolicy([]byte(policy))
 		}
 		res, err := eval.Run(context.Background(), ds, func(X [][]float64, y []float64, Xq [][]float64) ([]float64, error) {
-			opts := []Option{WithQueryBatch(8)}
+			opts := []gpu.Option{gpu.WithQueryBatch(8)}
 			if policy != "" {
-				opts = append(opts, WithPolicy(p))
+				opts = append(opts, gpu.WithPolicy(p))
 			}
-			r, err := NewRegressor(model, opts...)
+			r, err := gpu.NewRegressor(model, opts...)
 			if err != nil {
 				return nil, err
 			}
@@ -48,7 +49,7 @@ func TestSuite(t *testing.T) {
 				return nil, err
 			}
 			out, err := r.Predict(context.Background(), Xq)
-			if want := map[string]string{"": RungResidentBF16, `"max_context"`: RungResidentInt8}[policy]; err == nil && r.MemoryReport().Rung != want {
+			if want := map[string]string{"": gpu.RungResidentBF16, `"max_context"`: gpu.RungResidentInt8}[policy]; err == nil && r.MemoryReport().Rung != want {
 				return nil, fmt.Errorf("rung %s, want %s", r.MemoryReport().Rung, want)
 			}
 			return out, err
@@ -70,4 +71,35 @@ func TestSuite(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "%-16s %8.4f %8.4f %10.2e\n", "suite mean", bf.SuiteMeanR2, i8.SuiteMeanR2, i8.SuiteMeanR2-bf.SuiteMeanR2)
 	t.Log(model, b.String())
+}
+
+// TestAccuracyFloor runs the default model on the two datasets shipped in
+// testdata/engine with their fixed splits. Predicting the mean scores R² ≈ 0;
+// the floors sit just under the kNN baseline (airquality 0.706, auto_mpg
+// 0.874) less a split-noise margin.
+func TestAccuracyFloor(t *testing.T) {
+	ds, err := eval.Load("../testdata/engine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	floors := map[string]float64{"airquality": 0.65, "auto_mpg": 0.86}
+	res, err := eval.Run(context.Background(), ds, func(X [][]float64, y []float64, Xq [][]float64) ([]float64, error) {
+		r, err := gpu.NewRegressor(gpu.DefaultModel)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.Fit(context.Background(), X, y); err != nil {
+			return nil, err
+		}
+		return r.Predict(context.Background(), Xq)
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range res.Datasets {
+		t.Logf("%s: R² %.4f RMSE %.4g", d.Name, d.R2, d.RMSE)
+		if d.R2 < floors[d.Name] {
+			t.Errorf("%s: R² %.4f below the floor %.2f", d.Name, d.R2, floors[d.Name])
+		}
+	}
 }

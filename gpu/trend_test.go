@@ -31,3 +31,33 @@ func TestTrendBoundedOutsideBox(t *testing.T) {
 		t.Errorf("trend inside the range at 0.5 = %v, want about %v", got, want)
 	}
 }
+
+// TestTrendVariants: past the range the far readouts' other continuations
+// of a quadratic trend are its parabola and its value at the range's edge;
+// inside the range they are the trend itself.
+func TestTrendVariants(t *testing.T) {
+	const n = 200
+	z := make([]float64, n)
+	y := make([]float64, n)
+	for i := range z {
+		z[i] = -1 + 2*float64(i)/(n-1)
+		y[i] = z[i] + 2*z[i]*z[i] - 2.0/3
+	}
+	tr, _, _ := fitTrend(z, n, 1, y)
+	lo, hi := []float64{-1}, []float64{1}
+	raw, flat := trendVariants(tr, []float64{3}, lo, hi)
+	if want := 3 + 2*9 - 2.0/3; math.Abs(raw-want) > 0.05*want {
+		t.Errorf("raw continuation at 3 = %v, want the parabola's %v", raw, want)
+	}
+	if want := tr.eval([]float64{1}, nil); flat != want {
+		t.Errorf("flat continuation at 3 = %v, want the trend at the edge %v", flat, want)
+	}
+	tangent := tr.eval([]float64{3}, nil)
+	if !(flat < tangent && tangent < raw) {
+		t.Errorf("at 3: flat %v, tangent %v, raw %v: want flat < tangent < raw on an upturned parabola", flat, tangent, raw)
+	}
+	raw, flat = trendVariants(tr, []float64{0.5}, lo, hi)
+	if in := tr.eval([]float64{0.5}, nil); math.Abs(raw-in) > 1e-12 || flat != in {
+		t.Errorf("inside the range: raw %v, flat %v, trend %v; want all equal", raw, flat, in)
+	}
+}
