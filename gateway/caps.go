@@ -67,7 +67,7 @@ type requestBudget struct {
 	cfg   *Config
 	keys  *keyCells
 	key   int64
-	cells int64 // reserved by this request
+	cells int64    // reserved by this request
 	rows  [2]int64 // X_train, X_test rows so far
 }
 

@@ -81,7 +81,7 @@ const (
 	DefaultQueueTimeout          = 60 * time.Second
 	DefaultMaxRows               = 1_000_000
 	DefaultMaxColumns            = 2_000
-	DefaultMaxCells        int64 = 8_000_000
+	DefaultMaxCells      int64   = 8_000_000
 )
 
 func (c *Config) setDefaults() {
