@@ -62,6 +62,11 @@ type Config struct {
 	// Retry-After. Default 2 × MaxCells.
 	MaxKeyCells int64
 
+	// LargeContextWindow is the most context rows one internal engine
+	// call takes under a large_context_policy. Default 0:
+	// largectx.DefaultWindow (2,048).
+	LargeContextWindow int
+
 	// ModelAliases maps other names of a model (the vendor's slugs and
 	// the official client's short forms) to built-in slugs. Nil means
 	// DefaultModelAliases(); an empty, non-nil map means none.
@@ -160,6 +165,9 @@ func (c *Config) Validate() error {
 	if c.MaxRows < 1 || c.MaxColumns < 1 || c.MaxCells < 1 || c.MaxKeyCells < c.MaxCells {
 		errs = append(errs, fmt.Errorf("max rows %d, columns %d, cells %d: must be positive, and max key cells %d at least max cells",
 			c.MaxRows, c.MaxColumns, c.MaxCells, c.MaxKeyCells))
+	}
+	if c.LargeContextWindow < 0 {
+		errs = append(errs, fmt.Errorf("large context window %d: must not be negative", c.LargeContextWindow))
 	}
 	for alias, slug := range c.ModelAliases {
 		if _, ok := gpu.LookupModel(slug); !ok {

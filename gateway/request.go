@@ -318,7 +318,7 @@ func parseVector(dec *json.Decoder, name string, budget cellBudget) ([]float64, 
 		if null {
 			return nil, 0, invalid("%s[%d] is null: every context row needs a target (leave rows without one out of X_train)", name, i)
 		}
-		if i%1024 == 0 {
+		if i%1024 == 1023 { // cells are reserved 1,024 at a time
 			if err := budget.take(name, 0, 0, 1024); err != nil {
 				return nil, 0, err
 			}
@@ -327,6 +327,9 @@ func parseVector(dec *json.Decoder, name string, budget cellBudget) ([]float64, 
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, 0, jsonProblem(err)
+	}
+	if err := budget.take(name, 0, 0, int64(len(out)%1024)); err != nil {
+		return nil, 0, err
 	}
 	return out, int64(len(out)), nil
 }

@@ -276,6 +276,7 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *predictRequ
 	if err != nil {
 		return 0, model, Usage{}, err
 	}
+	large.Window = s.cfg.LargeContextWindow
 
 	policy, clamped := sp.Policy.ClampHost(s.cfg.HostMemoryBytes, s.cfg.MaxHostBudgetBytes)
 	notes := policy.Notes(s.cfg.DeviceMemoryBytes, s.cfg.HostMemoryBytes)
