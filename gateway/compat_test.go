@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -498,6 +499,142 @@ func make100() []float64 {
 	out := make([]float64, 100)
 	for i := range out {
 		out[i] = 0.005 + float64(i)/101
+	}
+	return out
+}
+
+// tensorfile builds the client's binary request as its save_request writes
+// it: the magic and header length, the JSON header with sorted keys and
+// compact separators, zero padding to 64 KiB, then X_train (<f4), y_train
+// (<f8) and X_test (<f4) back to back.
+func (c officialCall) tensorfile() []byte {
+	var arrays bytes.Buffer
+	type spec struct {
+		DType  string `json:"dtype"`
+		NBytes int    `json:"nbytes"`
+		Offset int    `json:"offset"`
+		Shape  []int  `json:"shape"`
+	}
+	tensors := map[string]spec{}
+	f4 := func(name string, m [][]float64) {
+		start := arrays.Len()
+		for _, row := range m {
+			for _, v := range row {
+				binary.Write(&arrays, binary.LittleEndian, float32(v))
+			}
+		}
+		tensors[name] = spec{"<f4", arrays.Len() - start, tensorfileHeaderBytes + start, []int{len(m), len(m[0])}}
+	}
+	f4("X_train", c.X)
+	start := arrays.Len()
+	for _, v := range c.y {
+		binary.Write(&arrays, binary.LittleEndian, v)
+	}
+	tensors["y_train"] = spec{"<f8", arrays.Len() - start, tensorfileHeaderBytes + start, []int{len(c.y)}}
+	f4("X_test", c.Xq)
+	meta := map[string]any{"model": c.model, "task": cmp(c.task, "regression")}
+	if c.outputType != "" && c.outputType != OutputMean {
+		meta["output_type"] = c.outputType
+	}
+	if c.quantiles != nil {
+		meta["quantiles"] = c.quantiles
+	}
+	if c.policy != nil {
+		meta["memory_policy"] = c.policy
+	}
+	// encoding/json sorts map keys, as sort_keys=True does; Python does
+	// not escape < and >.
+	var hb bytes.Buffer
+	enc := json.NewEncoder(&hb)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(map[string]any{"format": "synthefy-nori-request-v1", "metadata": meta, "tensors": tensors}); err != nil {
+		panic(err)
+	}
+	header := bytes.TrimSpace(hb.Bytes())
+	var out bytes.Buffer
+	out.WriteString("NORI_REQ")
+	binary.Write(&out, binary.LittleEndian, uint32(len(header)))
+	out.Write(header)
+	out.Write(make([]byte, tensorfileHeaderBytes-12-len(header)))
+	out.Write(arrays.Bytes())
+	return out.Bytes()
+}
+
+// TestOfficialClientTensorfile: the binary request answers as the JSON one
+// does (up to float32 inputs), and a malformed one is a 400 naming why.
+func TestOfficialClientTensorfile(t *testing.T) {
+	g := newTestGateway(t, Config{RateBurst: 1000})
+	X, y, Xq := compatData(60, 6, true)
+	c := officialCall{model: "synthefy/nori-6m", X: X, y: y, Xq: Xq, outputType: OutputQuantiles, quantiles: []float64{0.1, 0.9}, policy: map[string]any{"cache_dtype": "int8"}}
+	post := func(body []byte) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, g.http.URL+"/predict", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+g.key)
+		req.Header.Set("Content-Type", TensorfileContentType)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		json.NewDecoder(res.Body).Decode(&out)
+		return res.StatusCode, out
+	}
+	status, bin := post(c.tensorfile())
+	if status != 200 {
+		t.Fatalf("tensorfile: %d %v", status, bin)
+	}
+	// The same call as JSON, with the inputs rounded to float32 as the
+	// tensorfile carries them.
+	c32 := c
+	c32.X, c32.Xq = to32(X), to32(Xq)
+	js, err := c32.predict(t, g, g.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	preds := bin["predictions"].([]any)
+	qs := bin["quantiles"].([]any)
+	if len(preds) != len(Xq) || len(qs) != len(Xq) || bin["output_type"] != OutputQuantiles || bin["model"] != "regressd/model-2l" {
+		t.Fatalf("tensorfile answer %v", bin)
+	}
+	if rep, _ := bin["memory_report"].(map[string]any); rep["cache_dtype"] != "int8" {
+		t.Fatalf("memory report %v", bin["memory_report"])
+	}
+	for i, p := range preds {
+		if d := math.Abs(p.(float64) - *js.Predictions[i]); d > 1e-9 {
+			t.Errorf("row %d: tensorfile %v, JSON %v", i, p, *js.Predictions[i])
+		}
+	}
+
+	good := c.tensorfile()
+	bad := func(edit func([]byte) []byte) []byte { return edit(slices.Clone(good)) }
+	for _, tt := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"magic", bad(func(b []byte) []byte { copy(b, "NORI_RES"); return b }), `does not start with "NORI_REQ"`},
+		{"short header", good[:1000], "ends inside its 65536-byte header"},
+		{"short arrays", good[:len(good)-8], "ends inside or before tensor X_test"},
+		{"trailing", append(slices.Clone(good), 0), "bytes after its last tensor"},
+		{"dtype", bad(func(b []byte) []byte { return bytes.Replace(b, []byte(`"<f8"`), []byte(`"<f4"`), 1) }), `y_train has dtype "<f4", want "<f8"`},
+		{"format", bad(func(b []byte) []byte { return bytes.Replace(b, []byte(`request-v1`), []byte(`request-v9`), 1) }), `tensorfile format "synthefy-nori-request-v9"`},
+		{"metadata", bad(func(b []byte) []byte { return bytes.Replace(b, []byte(`"task"`), []byte(`"tusk"`), 1) }), `unknown metadata field(s) "tusk"`},
+	} {
+		status, out := post(tt.body)
+		msg, _ := out["error"].(string)
+		if status != 400 || !strings.Contains(msg, tt.want) {
+			t.Errorf("%s: %d %q, want 400 %q", tt.name, status, msg, tt.want)
+		}
+	}
+}
+
+func to32(m [][]float64) [][]float64 {
+	out := make([][]float64, len(m))
+	for i, row := range m {
+		out[i] = make([]float64, len(row))
+		for j, v := range row {
+			out[i][j] = float64(float32(v))
+		}
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -228,7 +229,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, budget *requestBu
 		return 0, "", Usage{}, nil // the caller went away
 	}
 	defer release()
-	req, err := decodeBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), budget)
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	decode := decodeBody
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == TensorfileContentType {
+		decode = decodeTensorfile
+	}
+	req, err := decode(body, budget)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return 0, "", Usage{}, nil
