@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -105,6 +107,14 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		if p.gatewayURL, err = p.serve(ctx, g.Handler(), cfg.GatewayAddr, "gateway", log); err != nil {
 			return nil, err
 		}
+		p.metrics = append(p.metrics, func(w io.Writer) {
+			refused := g.Refusals()
+			reasons := slices.Sorted(maps.Keys(refused))
+			fmt.Fprint(w, "# TYPE regressd_gateway_refused_total counter\n")
+			for _, r := range reasons {
+				fmt.Fprintf(w, "regressd_gateway_refused_total{reason=%q} %d\n", r, refused[r])
+			}
+		})
 	}
 	log.Info("regressd ready", "roles", strings.Join(names, ","), "http", cfg.HTTPAddr, "embedded_nats", st.Embedded != nil, "private_postgres", st.Cluster != nil)
 	return p, nil
