@@ -68,24 +68,24 @@ type cellBudget interface {
 // budget is asked before each row is kept. Duplicate and unknown fields
 // are errors naming them.
 func decodeBody(r io.Reader, budget cellBudget) (*predictRequest, error) {
-	dec := json.NewDecoder(r)
-	dec.UseNumber()
-	tok, err := dec.Token()
+	s := newStream(r)
+	c, err := s.next()
 	if err != nil {
-		return nil, jsonProblem(err)
+		return nil, err
 	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, invalid("the body must be a JSON object with model, X_train, y_train and X_test, got %s", tokenKind(tok))
+	if c != '{' {
+		return nil, invalid("the body must be a JSON object with model, X_train, y_train and X_test, got %s", kind([]byte{c}))
 	}
 	req := &predictRequest{}
 	seen := map[string]bool{}
 	var unknown, dup []string
-	for dec.More() {
-		tok, err := dec.Token()
+	more, err := s.empty('}')
+	more = !more
+	for ; err == nil && more; more, err = s.more('}') {
+		key, err := s.key()
 		if err != nil {
-			return nil, jsonProblem(err)
+			return nil, err
 		}
-		key, _ := tok.(string)
 		if seen[key] {
 			dup = append(dup, key)
 		}
@@ -93,31 +93,33 @@ func decodeBody(r io.Reader, budget cellBudget) (*predictRequest, error) {
 		var n int64
 		switch key {
 		case "X_train":
-			req.X, n, err = parseMatrix(dec, "X_train", budget)
+			req.X, n, err = parseMatrix(s, "X_train", budget)
 		case "X_test":
-			req.Xq, n, err = parseMatrix(dec, "X_test", budget)
+			req.Xq, n, err = parseMatrix(s, "X_test", budget)
 		case "y_train":
-			req.Y, n, err = parseVector(dec, "y_train", budget)
+			req.Y, n, err = parseVector(s, "y_train", budget)
 		default:
 			if !slices.Contains(requestFields, key) {
 				unknown = append(unknown, key)
-				err = skipValue(dec)
+				_, err = s.raw(-1, key)
 				break
 			}
-			err = req.small(dec, key)
+			var raw json.RawMessage
+			if raw, err = s.raw(maxSmallField, key); err == nil {
+				err = req.small(raw, key)
+			}
 		}
 		if err != nil {
 			return nil, err
 		}
 		req.NonNull += n
 	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, jsonProblem(err)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		if err != nil {
-			return nil, jsonProblem(err)
-		}
+	if end, err := s.atEnd(); err != nil {
+		return nil, err
+	} else if !end {
 		return nil, invalid("the body has more after its JSON object: send one object")
 	}
 	if len(unknown) > 0 {
@@ -129,12 +131,8 @@ func decodeBody(r io.Reader, budget cellBudget) (*predictRequest, error) {
 	return req, req.checkShapes()
 }
 
-// small reads one of the small fields into req.
-func (req *predictRequest) small(dec *json.Decoder, key string) error {
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return jsonProblem(err)
-	}
+// small reads one of the small fields, raw and already valid JSON, into req.
+func (req *predictRequest) small(raw json.RawMessage, key string) error {
 	if len(raw) > maxSmallField {
 		return invalid("%s is %d bytes, over the %d this field may take", key, len(raw), maxSmallField)
 	}
@@ -234,47 +232,60 @@ func unknownFields(unknown []string) error {
 }
 
 // parseMatrix reads an array of equally long, non-empty rows of numbers or
-// nulls (NaN) from dec, into rows backed by one growing slab. It returns
-// an empty, non-nil matrix for [] and nil for null.
-func parseMatrix(dec *json.Decoder, name string, budget cellBudget) ([][]float64, int64, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, 0, jsonProblem(err)
-	}
-	if tok == nil {
+// nulls (NaN), into rows backed by 64 KiB slabs. It returns an empty,
+// non-nil matrix for [] and nil for null.
+func parseMatrix(s *stream, name string, budget cellBudget) ([][]float64, int64, error) {
+	ok, null, got, err := s.open()
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case null:
 		return nil, 0, nil
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, 0, invalid("%s must be an array of rows, got %s", name, tokenKind(tok))
+	case !ok:
+		return nil, 0, invalid("%s must be an array of rows, got %s", name, got)
 	}
 	rows := [][]float64{}
 	var nonNull int64
 	width := -1
 	var slab []float64
-	for i := 0; dec.More(); i++ {
-		tok, err := dec.Token()
+	end, err := s.empty(']')
+	for i := 0; err == nil && !end; i++ {
+		ok, null, got, err := s.open()
 		if err != nil {
-			return nil, 0, jsonProblem(err)
+			return nil, 0, err
 		}
-		if d, ok := tok.(json.Delim); !ok || d != '[' {
-			return nil, 0, invalid("%s row %d must be an array of numbers, got %s", name, i, tokenKind(tok))
+		if !ok {
+			if null {
+				got = "null"
+			}
+			return nil, 0, invalid("%s row %d must be an array of numbers, got %s", name, i, got)
 		}
 		if width > 0 && len(slab)+width > cap(slab) {
 			slab = make([]float64, 0, width*max(1, 8192/width)) // 64 KiB slabs
 		}
 		start := len(slab)
-		for j := 0; dec.More(); j++ {
-			v, null, err := cell(dec)
+		closed, err := s.empty(']')
+		for j := 0; err == nil && !closed; j++ {
+			v, isNull, err := s.cell()
 			if err != nil {
+				var br *badRequest
+				if errors.As(err, &br) {
+					return nil, 0, err
+				}
 				return nil, 0, invalid("%s row %d, column %d: %v", name, i, j, err)
 			}
-			if !null {
+			if !isNull {
 				nonNull++
 			}
 			slab = append(slab, v)
+			var more bool
+			if more, err = s.more(']'); err != nil {
+				return nil, 0, err
+			}
+			closed = !more
 		}
-		if _, err := dec.Token(); err != nil {
-			return nil, 0, jsonProblem(err)
+		if err != nil {
+			return nil, 0, err
 		}
 		row := slab[start:len(slab):len(slab)]
 		switch {
@@ -289,33 +300,42 @@ func parseMatrix(dec *json.Decoder, name string, budget cellBudget) ([][]float64
 			return nil, 0, err
 		}
 		rows = append(rows, row)
+		var more bool
+		if more, err = s.more(']'); err != nil {
+			return nil, 0, err
+		}
+		end = !more
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, 0, jsonProblem(err)
+	if err != nil {
+		return nil, 0, err
 	}
 	return rows, nonNull, nil
 }
 
 // parseVector reads the targets: numbers only, since every context row
 // needs one.
-func parseVector(dec *json.Decoder, name string, budget cellBudget) ([]float64, int64, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, 0, jsonProblem(err)
-	}
-	if tok == nil {
+func parseVector(s *stream, name string, budget cellBudget) ([]float64, int64, error) {
+	ok, null, got, err := s.open()
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case null:
 		return nil, 0, nil
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '[' {
-		return nil, 0, invalid("%s must be an array of numbers, got %s", name, tokenKind(tok))
+	case !ok:
+		return nil, 0, invalid("%s must be an array of numbers, got %s", name, got)
 	}
 	out := []float64{}
-	for i := 0; dec.More(); i++ {
-		v, null, err := cell(dec)
+	end, err := s.empty(']')
+	for i := 0; err == nil && !end; i++ {
+		v, isNull, err := s.cell()
 		if err != nil {
+			var br *badRequest
+			if errors.As(err, &br) {
+				return nil, 0, err
+			}
 			return nil, 0, invalid("%s[%d]: %v", name, i, err)
 		}
-		if null {
+		if isNull {
 			return nil, 0, invalid("%s[%d] is null: every context row needs a target (leave rows without one out of X_train)", name, i)
 		}
 		if i%1024 == 1023 { // cells are reserved 1,024 at a time
@@ -324,68 +344,19 @@ func parseVector(dec *json.Decoder, name string, budget cellBudget) ([]float64, 
 			}
 		}
 		out = append(out, v)
+		var more bool
+		if more, err = s.more(']'); err != nil {
+			return nil, 0, err
+		}
+		end = !more
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, 0, jsonProblem(err)
+	if err != nil {
+		return nil, 0, err
 	}
 	if err := budget.take(name, 0, 0, int64(len(out)%1024)); err != nil {
 		return nil, 0, err
 	}
 	return out, int64(len(out)), nil
-}
-
-// cell reads a number or null (NaN, null=true). Anything else, and numbers
-// too large for float64, are errors.
-func cell(dec *json.Decoder) (float64, bool, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return 0, false, jsonProblem(err)
-	}
-	switch v := tok.(type) {
-	case nil:
-		return math.NaN(), true, nil
-	case json.Number:
-		f, err := strconv.ParseFloat(string(v), 64)
-		if err != nil || math.IsInf(f, 0) {
-			return 0, false, fmt.Errorf("%s is not a finite number", truncate(string(v), 32))
-		}
-		return f, false, nil
-	case json.Delim:
-		if err := skipOpened(dec); err != nil {
-			return 0, false, err
-		}
-	}
-	return 0, false, fmt.Errorf("want a number or null, got %s", tokenKind(tok))
-}
-
-// skipValue steps over one JSON value without keeping it.
-func skipValue(dec *json.Decoder) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return jsonProblem(err)
-	}
-	if _, ok := tok.(json.Delim); ok {
-		return skipOpened(dec)
-	}
-	return nil
-}
-
-// skipOpened steps over the rest of an array or object just opened.
-func skipOpened(dec *json.Decoder) error {
-	for depth := 1; depth > 0; {
-		tok, err := dec.Token()
-		if err != nil {
-			return jsonProblem(err)
-		}
-		if d, ok := tok.(json.Delim); ok {
-			if d == '[' || d == '{' {
-				depth++
-			} else {
-				depth--
-			}
-		}
-	}
-	return nil
 }
 
 // noDuplicateKeys refuses an object anywhere in raw that repeats a key:
@@ -465,26 +436,6 @@ func jsonProblem(err error) error {
 }
 
 func isNull(raw []byte) bool { return strings.TrimSpace(string(raw)) == "null" }
-
-// tokenKind names a decoder token's JSON type for messages.
-func tokenKind(tok any) string {
-	switch v := tok.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case json.Number, float64:
-		return "a number"
-	case json.Delim:
-		if v == '{' {
-			return "an object"
-		}
-		return "an array"
-	}
-	return "nothing"
-}
 
 // kind names the JSON type at the start of v for messages.
 func kind(v []byte) string {

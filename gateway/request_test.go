@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -88,7 +89,7 @@ func TestDecodeBodyRefuses(t *testing.T) {
 		{`{` + data + `, "memory_policy": {"a": {"b": 1, "b": 2}}}`, `has the key "b" more than once`},
 		{`{` + data + `, "speed": 1, "Model": "x"}`, `unknown field(s) "Model" (did you mean "model"?), "speed"`},
 		{`{` + data + `} {}`, "more after its JSON object"},
-		{`{` + data + `, "model": "` + strings.Repeat("m", maxSmallField) + `"}`, "model is 65538 bytes"},
+		{`{` + data + `, "model": "` + strings.Repeat("m", maxSmallField) + `"}`, "model is over the 65536 bytes this field may take"},
 		{`{` + data + `, "quantiles": "0.5"}`, "quantiles must be an array of numbers"},
 		{`{"X_train": [[NaN]]}`, "NaN"},
 		{`{"X_train": [[1]], "y_train": [Infinity]}`, "Infinity"},
@@ -119,5 +120,30 @@ func TestEncodeRequestRoundTrip(t *testing.T) {
 	}
 	if r.Model != `we"ird` || string(r.Policy) != `"exact"` {
 		t.Fatalf("model %q policy %s", r.Model, r.Policy)
+	}
+}
+
+// BenchmarkDecodeBody decodes a body of about 24 MB (300,000 context rows
+// of 8 features) as the server does, reporting its allocations.
+//
+//	go test ./gateway -run '^$' -bench DecodeBody -benchtime 3x -benchmem
+func BenchmarkDecodeBody(b *testing.B) {
+	c := officialCall{model: "nori-6m"}
+	for i := range 300_000 {
+		row := make([]float64, 8)
+		for j := range row {
+			row[j] = float64((i*7+j*13)%1000) / 7
+		}
+		c.X = append(c.X, row)
+		c.y = append(c.y, float64(i%100)/3)
+	}
+	c.Xq = c.X[:1000]
+	body := c.body()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodeBody(bytes.NewReader(body), noBudget{}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

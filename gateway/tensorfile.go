@@ -82,7 +82,7 @@ func decodeTensorfile(r io.Reader, budget cellBudget) (*predictRequest, error) {
 			unknown = append(unknown, k)
 			continue
 		}
-		if err := req.small(json.NewDecoder(bytes.NewReader(v)), k); err != nil {
+		if err := req.small(v, k); err != nil {
 			return nil, err
 		}
 	}
