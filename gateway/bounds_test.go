@@ -216,3 +216,26 @@ func TestDepartedClientStopsTheEngine(t *testing.T) {
 		t.Errorf("abandoned counted %d, want 1", n)
 	}
 }
+
+// TestTensorfileCapsBeforeArrays: a tensorfile whose header claims more
+// cells than the cap is refused from its header alone, before any array
+// byte is read (here none are even sent).
+func TestTensorfileCapsBeforeArrays(t *testing.T) {
+	g := newTestGateway(t, Config{MaxCells: 1000, RateBurst: 100})
+	X, y, Xq := compatData(600, 2, false) // 1,200 + 600 + 4 cells
+	tf := officialCall{model: "nori-6m", X: X, y: y, Xq: Xq}.tensorfile()
+	req, _ := http.NewRequest(http.MethodPost, g.http.URL+"/predict", bytes.NewReader(tf[:tensorfileHeaderBytes]))
+	req.Header.Set("Authorization", "Bearer "+g.key)
+	req.Header.Set("Content-Type", TensorfileContentType+"; charset=binary")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 413 {
+		t.Fatalf("status %d, want 413 from the header's shapes", res.StatusCode)
+	}
+	if n := g.srv.Refusals()["too_many_cells"]; n != 1 {
+		t.Errorf("too_many_cells counted %d, want 1", n)
+	}
+}
