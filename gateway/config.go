@@ -53,6 +53,30 @@ type Config struct {
 	// means no cap. With many predictions in flight, set it lower.
 	MaxHostBudgetBytes int64
 
+	// MaxRows is the most rows X_train, and separately X_test, may have;
+	// more gets 413 as soon as the row is read. Default 1,000,000.
+	MaxRows int
+	// MaxColumns is the most features a row may have. Default 2,000.
+	MaxColumns int
+	// MaxCells is the most values one request may carry (X_train, X_test
+	// and y_train together); decoded as float64 they take 8 bytes each, so
+	// the default 8,000,000 bounds a request's matrices at 64 MB.
+	MaxCells int64
+	// MaxKeyCells is the most cells one key's requests may hold at once
+	// (decoded and not yet answered); past it a request gets 429 with
+	// Retry-After. Default 2 × MaxCells.
+	MaxKeyCells int64
+
+	// LargeContextWindow is the most context rows one internal engine
+	// call takes under a large_context_policy. Default 0:
+	// largectx.DefaultWindow (2,048).
+	LargeContextWindow int
+
+	// ModelAliases maps other names of a model (the vendor's slugs and
+	// the official client's short forms) to built-in slugs. Nil means
+	// DefaultModelAliases(); an empty, non-nil map means none.
+	ModelAliases map[string]string
+
 	// DefaultModel is the model slug used when a request names none. Default
 	// "" (the request must name one, as the hosted service requires).
 	DefaultModel string
@@ -65,6 +89,9 @@ const (
 	DefaultRateBurst             = 10
 	DefaultMaxConcurrent         = 2
 	DefaultQueueTimeout          = 60 * time.Second
+	DefaultMaxRows               = 1_000_000
+	DefaultMaxColumns            = 2_000
+	DefaultMaxCells      int64   = 8_000_000
 )
 
 func (c *Config) setDefaults() {
@@ -85,6 +112,21 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueueTimeout == 0 {
 		c.QueueTimeout = DefaultQueueTimeout
+	}
+	if c.MaxRows == 0 {
+		c.MaxRows = DefaultMaxRows
+	}
+	if c.MaxColumns == 0 {
+		c.MaxColumns = DefaultMaxColumns
+	}
+	if c.MaxCells == 0 {
+		c.MaxCells = DefaultMaxCells
+	}
+	if c.MaxKeyCells == 0 {
+		c.MaxKeyCells = 2 * c.MaxCells
+	}
+	if c.ModelAliases == nil {
+		c.ModelAliases = DefaultModelAliases()
 	}
 	if c.DeviceMemoryBytes == 0 {
 		c.DeviceMemoryBytes = gpu.DefaultDeviceMemoryBytes
@@ -124,6 +166,21 @@ func (c *Config) Validate() error {
 	}
 	if c.HostMemoryBytes < 0 {
 		errs = append(errs, fmt.Errorf("host memory %d bytes: must not be negative", c.HostMemoryBytes))
+	}
+	if c.MaxRows < 1 || c.MaxColumns < 1 || c.MaxCells < 1 || c.MaxKeyCells < c.MaxCells {
+		errs = append(errs, fmt.Errorf("max rows %d, columns %d, cells %d: must be positive, and max key cells %d at least max cells",
+			c.MaxRows, c.MaxColumns, c.MaxCells, c.MaxKeyCells))
+	}
+	if c.LargeContextWindow < 0 {
+		errs = append(errs, fmt.Errorf("large context window %d: must not be negative", c.LargeContextWindow))
+	}
+	for alias, slug := range c.ModelAliases {
+		if _, ok := gpu.LookupModel(slug); !ok {
+			errs = append(errs, fmt.Errorf("model alias %q: %q is not a built-in model (see regressd models)", alias, slug))
+		}
+		if _, ok := gpu.LookupModel(alias); ok {
+			errs = append(errs, fmt.Errorf("model alias %q: a built-in model has that name", alias))
+		}
 	}
 	if c.DefaultModel != "" {
 		if _, ok := gpu.LookupModel(c.DefaultModel); !ok {

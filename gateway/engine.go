@@ -2,12 +2,12 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/gpu/largectx"
 	"github.com/regressd/regressd/metrics"
 )
 
@@ -29,49 +29,118 @@ func newEngineOn(dev gpu.Device, hostBytes int64) predictFunc {
 	return newEngineObserved(dev, hostBytes, nil)
 }
 
-// newEngineObserved is newEngineOn recording its fits and predictions in m.
-func newEngineObserved(dev gpu.Device, hostBytes int64, m *metrics.Metrics) predictFunc {
-	return func(ctx context.Context, req engineRequest) ([]float64, json.RawMessage, error) {
-		preds, rep, err := predictOn(ctx, dev, hostBytes, req, m)
+// newEngineObserved is newEngineOn recording its fits and predictions in
+// obs (nil: nowhere).
+func newEngineObserved(dev gpu.Device, hostBytes int64, obs *metrics.Metrics) predictFunc {
+	return func(ctx context.Context, req engineRequest) (*engineResult, error) {
+		res, err := predictOn(ctx, dev, hostBytes, req, obs)
 		if errors.Is(err, gpu.ErrOutOfMemory) && dev.Used() > 0 {
 			// This request's own memory is released (predictOn closed its
-			// Regressor); what is still held belongs to others.
+			// regressors); what is still held belongs to others.
 			err = fmt.Errorf("%w; %w", err, errArenaShared)
 		}
-		return preds, rep, err
+		return res, err
 	}
 }
 
-// predictOn fits and predicts one request on dev; both stop when ctx ends.
-func predictOn(ctx context.Context, dev gpu.Device, hostBytes int64, req engineRequest, m *metrics.Metrics) ([]float64, json.RawMessage, error) {
+// engineResult is what the engine answered for one request.
+type engineResult struct {
+	Mean, Median []float64 // Median nil unless asked
+	// Quantiles[q][k] is query q's quantile at Taus[k]; nil unless asked.
+	Quantiles [][]float64
+	Taus      []float64
+	// Memory is the engine's memory report.
+	Memory gpu.MemoryReport
+	// Large is what the large-context policy did.
+	Large largectx.Report
+}
+
+// predictOn fits and predicts one request on dev, through the large-context
+// router (which, without a policy or below its threshold, fits the one
+// context whole); all of it stops when ctx ends.
+func predictOn(ctx context.Context, dev gpu.Device, hostBytes int64, req engineRequest, obs *metrics.Metrics) (*engineResult, error) {
 	opts := []gpu.Option{gpu.WithDevice(dev), gpu.WithHostMemory(hostBytes)}
 	// A thinking model takes no policy at all (the server has refused
 	// one sent with it); every other model gets the resolved, clamped one.
 	if info, _ := gpu.LookupModel(req.Model); !info.Thinking {
 		opts = append(opts, gpu.WithPolicy(req.Policy))
 	}
-	r, err := gpu.NewRegressor(req.Model, opts...)
+	newReg := func() (*gpu.Regressor, error) { return gpu.NewRegressor(req.Model, opts...) }
+	defer obs.EngineCall()()
+	fitted := obs.Time(metrics.StageEngineFit)
+	m, err := largectx.Fit(ctx, req.Large, newReg, req.X, req.Y)
 	if err != nil {
-		return nil, nil, err
-	}
-	defer r.Close()
-	defer m.EngineCall()()
-	fitted := m.Time(metrics.StageEngineFit)
-	if err := r.Fit(ctx, req.X, req.Y); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	fitted()
-	predicted := m.Time(metrics.StageEnginePredict)
-	preds, err := r.Predict(ctx, req.Xq)
-	if err != nil {
-		return nil, nil, err
+	defer m.Close()
+	nq := len(req.Xq)
+	res := &engineResult{Mean: make([]float64, nq)}
+	detailed := req.Median || req.Taus != nil
+	if req.Median {
+		res.Median = make([]float64, nq)
+	}
+	if req.Taus != nil {
+		res.Taus = req.Taus
+		res.Quantiles = make([][]float64, nq)
+	}
+	ask := func(ctx context.Context, reg *gpu.Regressor, rows [][]float64, idx []int) error {
+		if !detailed {
+			p, err := reg.Predict(ctx, rows)
+			if err != nil {
+				return err
+			}
+			for a, q := range idx {
+				res.Mean[q] = p[a]
+			}
+			return nil
+		}
+		p, err := reg.PredictDetailed(ctx, rows, gpu.PredictOptions{Quantiles: req.Taus})
+		if err != nil {
+			return err
+		}
+		for a, q := range idx {
+			res.Mean[q] = p.Mean[a]
+			if res.Median != nil {
+				res.Median[q] = p.Median[a]
+			}
+			if res.Quantiles != nil {
+				res.Quantiles[q] = p.Quantiles[a]
+			}
+		}
+		return nil
+	}
+	predicted := obs.Time(metrics.StageEnginePredict)
+	if res.Large, err = m.Answer(ctx, req.Xq, ask); err != nil {
+		return nil, err
 	}
 	predicted()
-	rep := r.MemoryReport()
-	m.ObserveRung(rep.Rung)
-	rep.Clamped, rep.Notes = nil, nil // the server adds its own
-	b, err := json.Marshal(rep)
-	return preds, b, err
+	res.Memory = mergeMemory(res.Large.Memory, req.Policy)
+	obs.ObserveRung(res.Memory.Rung)
+	return res, nil
+}
+
+// mergeMemory is one memory report for the internal calls of a request:
+// the first call's, with the context rows every call dropped added up.
+func mergeMemory(reps []gpu.MemoryReport, p gpu.Policy) gpu.MemoryReport {
+	var out gpu.MemoryReport
+	found := false
+	dropped := 0
+	for _, r := range reps {
+		if r.Rung == "" {
+			continue
+		}
+		if !found {
+			out, found = r, true
+		}
+		dropped += r.DroppedContextRows
+	}
+	if !found {
+		out = gpu.MemoryReport{Policy: p, Rung: gpu.RungNoCache}
+	}
+	out.DroppedContextRows = dropped
+	out.Clamped, out.Notes = nil, nil // the server adds its own
+	return out
 }
 
 // engineError maps the engine's caller errors to statuses; anything else is
@@ -95,7 +164,8 @@ func engineError(err error) error {
 	case errors.Is(err, gpu.ErrOutOfMemory):
 		return &badRequest{status: http.StatusUnprocessableEntity, msg: fmt.Sprintf(
 			"%v; allow adaptive_query_chunk, raise the budgets or send a shorter context", err)}
-	case errors.Is(err, gpu.ErrInvalidPolicy), errors.Is(err, gpu.ErrThinkingPolicy):
+	case errors.Is(err, gpu.ErrInvalidPolicy), errors.Is(err, gpu.ErrThinkingPolicy),
+		errors.Is(err, largectx.ErrThinkingModel), errors.Is(err, largectx.ErrInvalid), errors.Is(err, gpu.ErrBadQuantiles):
 		return &badRequest{status: http.StatusBadRequest, msg: err.Error()}
 	case errors.Is(err, gpu.ErrUnknownModel):
 		return &badRequest{status: http.StatusNotFound, msg: err.Error()}

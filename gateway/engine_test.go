@@ -228,7 +228,7 @@ func TestPredictOutOfMemoryBesideOthersIs503(t *testing.T) {
 	// Size the device from what the request needs alone and what the
 	// other prediction's cache holds.
 	probe := gpu.NewCPUDevice(0)
-	if _, _, err := newEngineOn(probe, 0)(context.Background(), req); err != nil {
+	if _, err := newEngineOn(probe, 0)(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	alone := probe.Peak()
@@ -242,7 +242,7 @@ func TestPredictOutOfMemoryBesideOthersIs503(t *testing.T) {
 	dev := gpu.NewCPUDevice(alone + held/2)
 	predict := newEngineOn(dev, 0)
 	o = another(dev)
-	_, _, err = predict(context.Background(), req)
+	_, err = predict(context.Background(), req)
 	if !errors.Is(err, errArenaShared) || !errors.Is(err, gpu.ErrOutOfMemory) {
 		t.Fatalf("beside another prediction: err = %v, want out of memory, arena shared", err)
 	}
@@ -251,7 +251,7 @@ func TestPredictOutOfMemoryBesideOthersIs503(t *testing.T) {
 		t.Fatalf("mapped to %#v, want 503 with Retry-After", engineError(err))
 	}
 	o.Close()
-	if _, _, err := predict(context.Background(), req); err != nil {
+	if _, err := predict(context.Background(), req); err != nil {
 		t.Fatalf("alone on the same device: %v", err)
 	}
 }

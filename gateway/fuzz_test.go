@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,6 +39,13 @@ func FuzzPredictBody(f *testing.F) {
 		`{"model": "nope/none", "X_train": [[1]], "y_train": [1], "X_test": [[1]]}`,
 		`{"model": "x-thinking-medium", "memory_policy": {}, "X_train": [[1]], "y_train": [1], "X_test": [[1]]}`,
 		`{"model": 7}`,
+		valid(`, "output_type": "quantiles", "quantiles": [0.9, 0.1]`),
+		valid(`, "output_type": "full"`),
+		valid(`, "output_type": "median", "quantiles": [2]`),
+		valid(`, "memory_policy": {"reuse_context_cache": false, "stream_context": true}`),
+		valid(`, "large_context_policy": ["random", "cluster_route"], "large_context_threshold": 2, "large_context_seed": 4294967296`),
+		valid(`, "model": "dup"`),
+		`{"model": "nori-6m", "X_train": [[1, 2], [2, null]], "y_train": [1, 2], "X_test": [[null, null]]}`,
 		`{`, `[]`, `null`, ``, `"text"`,
 		`{"X_train": ` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`,
 		`{"model": "\u0000\ud800", "X_train": [[1e999]], "y_train": [1], "X_test": [[1]]}`,
@@ -75,6 +84,52 @@ func FuzzPredictBody(f *testing.F) {
 		}
 		if rec.Code != http.StatusOK && out["error"] == nil {
 			t.Fatalf("HTTP %d without an error message: %s", rec.Code, rec.Body)
+		}
+	})
+}
+
+// FuzzDecodeBody checks the streaming scanner against encoding/json: a
+// body it accepts is valid JSON, with the same numbers, and it never
+// panics.
+//
+//	go test ./gateway -run '^$' -fuzz FuzzDecodeBody -fuzztime 1m
+func FuzzDecodeBody(f *testing.F) {
+	for _, s := range []string{
+		`{"X_train": [[1, 2], [3, null]], "y_train": [1, 2], "X_test": [[-0.5e-3, 1E+2]]}`,
+		`{"X_train":[[1]],"y_train":[1],"X_test":[[1]],"model":"m","memory_policy":{"cache":true},"quantiles":[0.5]}`,
+		`{"X_train": [[01]], "y_train": [1], "X_test": [[1]]}`,
+		`{"X_train": [[1.]], "y_train": [-], "X_test": [[+1]]}`,
+		`{"X_train": [[1,]], "y_train": [1,], "X_test": [[1]],}`,
+		`{"model": "a\"b\\", "X_train": [[1]], "y_train": [1], "X_test": [[1]]} x`,
+		`{"X_train" [[1]]}`, `{,}`, `{}`, ` {"X_train": [[1]], "y_train": [1], "X_test": [[1]]} `,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decodeBody(bytes.NewReader(body), noBudget{})
+		if err != nil {
+			var br *badRequest
+			if !errors.As(err, &br) {
+				t.Fatalf("not a caller error: %v", err)
+			}
+			return
+		}
+		if !json.Valid(body) {
+			t.Fatalf("accepted invalid JSON %q", body)
+		}
+		var ref struct {
+			X [][]*float64 `json:"X_train"`
+		}
+		if err := json.Unmarshal(body, &ref); err != nil {
+			return // e.g. duplicate-key subtleties: encoding/json keeps the last
+		}
+		for i, row := range ref.X {
+			for j, v := range row {
+				got := req.X[i][j]
+				if (v == nil) != math.IsNaN(got) || v != nil && *v != got {
+					t.Fatalf("X_train[%d][%d] = %v, encoding/json reads %v", i, j, got, v)
+				}
+			}
 		}
 	})
 }

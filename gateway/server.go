@@ -1,17 +1,17 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
+	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,31 +19,36 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/gpu/largectx"
 	"github.com/regressd/regressd/httpjson"
 )
 
 // Server serves POST /predict. It is safe for concurrent use.
 type Server struct {
-	cfg     Config
-	keys    *KeyStore
-	log     *slog.Logger
-	limits  *keyLimiters
-	gate    *gate
-	predict predictFunc
-	now     func() time.Time
+	cfg      Config
+	keys     *KeyStore
+	log      *slog.Logger
+	limits   *keyLimiters
+	gate     *gate
+	predict  predictFunc
+	now      func() time.Time
+	refusals refusals
+	keyCells keyCells
 }
 
-// predictFunc runs one validated prediction on the engine and returns the
-// predictions and the engine's memory report as a JSON object.
-type predictFunc func(ctx context.Context, req engineRequest) ([]float64, json.RawMessage, error)
+// predictFunc runs one validated prediction on the engine.
+type predictFunc func(ctx context.Context, req engineRequest) (*engineResult, error)
 
 // engineRequest is what the engine is asked to do for one request.
 type engineRequest struct {
-	Model  string
+	Model  string // a built-in slug
 	Policy gpu.Policy
+	Large  largectx.Config
 	X      [][]float64
 	Y      []float64
 	Xq     [][]float64
+	Median bool      // compute the median
+	Taus   []float64 // quantile levels to compute; nil: none
 }
 
 // NewServer returns a /predict server using the keys and usage tables in db
@@ -67,6 +72,7 @@ func NewServer(cfg Config, db *pgxpool.Pool, logger *slog.Logger) (*Server, erro
 		gate:   newGate(cfg.MaxConcurrent, cfg.MaxQueue, cfg.QueueTimeout),
 		now:    time.Now,
 	}
+	s.keyCells.m = make(map[int64]int64)
 	s.predict = newEngine(cfg.DeviceMemoryBytes, cfg.HostMemoryBytes, cfg.Metrics)
 	return s, nil
 }
@@ -89,13 +95,20 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-// predictResponse is the 200 body, wire-compatible with the hosted service.
+// predictResponse is the 200 body, wire-compatible with the hosted service
+// and the official client.
 type predictResponse struct {
 	Model        string          `json:"model"`
 	Task         string          `json:"task"`
+	OutputType   string          `json:"output_type"`
 	Predictions  floats          `json:"predictions"`
+	Quantiles    floatRows       `json:"quantiles,omitempty"`
+	Taus         []float64       `json:"taus,omitempty"`
 	Usage        Usage           `json:"usage"`
 	MemoryReport json.RawMessage `json:"memory_report"`
+	// LargeContextReport is present when the request set
+	// large_context_policy.
+	LargeContextReport *largectx.Report `json:"large_context_report,omitempty"`
 }
 
 func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
@@ -108,15 +121,17 @@ func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
 	auth := r.Header.Get("Authorization")
 	presented, ok := apiKey(auth)
 	if !ok {
-		msg := "missing API key: send the header 'Authorization: Api-Key <key>'"
+		msg := "missing API key: send the header 'Authorization: Bearer <key>' (or 'Authorization: Api-Key <key>')"
 		if auth != "" {
-			msg = "the Authorization header must read 'Api-Key <key>'"
+			msg = "the Authorization header must read 'Bearer <key>' or 'Api-Key <key>'"
 			// Name the scheme sent, never anything that could be the key.
 			if scheme, _, ok := strings.Cut(strings.TrimSpace(auth), " "); ok && isSchemeName(scheme) {
 				msg += fmt.Sprintf(", not %q…", scheme)
 			}
 		}
-		w.Header().Set("WWW-Authenticate", `Api-Key realm="regressd"`)
+		w.Header().Add("WWW-Authenticate", `Bearer realm="regressd"`)
+		w.Header().Add("WWW-Authenticate", `Api-Key realm="regressd"`)
+		s.refused(refusedUnauthenticated)
 		writeError(w, http.StatusUnauthorized, "unauthorized", msg)
 		return
 	}
@@ -125,10 +140,12 @@ func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrUnknownKey):
 		// 403 as the hosted service answers a bad key; 401 is kept for a
 		// request that presents none.
+		s.refused(refusedForbidden)
 		writeError(w, http.StatusForbidden, "forbidden", "unknown API key")
 		log.Info("predict refused", "status", 403, "reason", "unknown key")
 		return
 	case errors.Is(err, ErrRevokedKey):
+		s.refused(refusedForbidden)
 		writeError(w, http.StatusForbidden, "forbidden", "this API key has been revoked")
 		log.Info("predict refused", "status", 403, "key", key.Name, "reason", "revoked key")
 		return
@@ -141,15 +158,18 @@ func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
 	log = log.With("key", key.Name)
 
 	if ok, wait := s.limits.allow(key.ID, s.now()); !ok {
-		secs := int(math.Ceil(wait.Seconds()))
-		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		secs := max(int(math.Ceil(wait.Seconds())), 1)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		s.refused(refusedRateLimited)
 		writeError(w, http.StatusTooManyRequests, "rate_limited", fmt.Sprintf(
-			"rate limit of %g requests per minute for this key exceeded; retry in %d s", s.cfg.RatePerMinute, max(secs, 1)))
+			"rate limit of %g requests per minute for this key exceeded; retry in %d s", s.cfg.RatePerMinute, secs))
 		log.Info("predict refused", "status", 429, "retry_after_s", secs)
 		return
 	}
 
-	status, model, usage, err := s.serve(w, r, log)
+	budget := s.newBudget(key.ID)
+	defer budget.release()
+	status, model, usage, err := s.serve(w, r, budget)
 	var br *badRequest
 	switch {
 	case errors.As(err, &br):
@@ -157,14 +177,20 @@ func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
 		if br.retryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(br.retryAfter))
 		}
+		why := br.reason
+		if why == "" {
+			why = refusedInvalid
+		}
+		s.refused(why)
 		writeError(w, status, codeFor(status), br.msg)
-		log.Info("predict refused", "status", status, "model", model, "err", br.msg)
+		log.Info("predict refused", "status", status, "model", truncate(model, 64), "err", truncate(br.msg, 512))
 	case err != nil:
 		status = http.StatusInternalServerError
 		writeError(w, status, "internal", "internal error (request "+reqID+"); the operator's log has the details")
 		log.Error("predict failed", "model", model, "err", err)
 	case status == 0:
-		log.Info("predict abandoned: the caller went away", "model", model)
+		s.refused(refusedAbandoned)
+		log.Info("predict abandoned: the caller went away; its work was stopped", "model", model)
 		return
 	default:
 		log.Info("predict", "status", status, "model", model, "context_rows", usage.ContextRows,
@@ -183,61 +209,82 @@ func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
 
 // serve reads, validates and answers one authenticated request. It returns
 // the status written (0 when the caller left before an answer), the model
-// and the usage; a returned error has not been written yet.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, log *slog.Logger) (int, string, Usage, error) {
+// that served (or the name asked for, before one is resolved) and the
+// usage; a returned error has not been written yet.
+//
+// Memory is bounded before the body is read: the prediction slot is taken
+// first, so requests waiting for one hold a connection and no matrices,
+// and the body is decoded as it streams in, row by row, against the
+// request's and its key's cell caps.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, budget *requestBudget) (int, string, Usage, error) {
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		return 0, "", Usage{}, s.tooLarge()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	release, err := s.gate.acquire(r.Context())
+	switch {
+	case errors.Is(err, errQueueFull), errors.Is(err, errQueueTimeout):
+		return 0, "", Usage{}, &badRequest{status: http.StatusServiceUnavailable, retryAfter: 2, reason: refusedBusy, msg: fmt.Sprintf(
+			"server busy (%d predictions running, queue full or wait over %v); retry shortly", s.gate.inFlight(), s.cfg.QueueTimeout)}
+	case err != nil:
+		return 0, "", Usage{}, nil // the caller went away
+	}
+	defer release()
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	decode := decodeBody
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == TensorfileContentType {
+		decode = decodeTensorfile
+	}
+	req, err := decode(body, budget)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return 0, "", Usage{}, s.tooLarge()
+		if r.Context().Err() != nil {
+			return 0, "", Usage{}, nil
 		}
-		return 0, "", Usage{}, invalid("could not read the body: %v", err)
-	}
-	fields, err := decodeEnvelope(body)
-	if err != nil {
 		return 0, "", Usage{}, err
 	}
-	var req predictRequest
-	if req.Model, err = stringField(fields, "model"); err != nil {
-		return 0, "", Usage{}, err
-	}
-	if req.Model == "" {
+	return s.answer(w, r, req)
+}
+
+// answer checks a decoded request's fields, runs the engine and writes the
+// answer.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *predictRequest) (int, string, Usage, error) {
+	asked := req.Model
+	if asked == "" {
 		if s.cfg.DefaultModel == "" {
 			return 0, "", Usage{}, invalid("model is required: a model slug such as %q (see regressd models)", gpu.Models()[0].Slug)
 		}
-		req.Model = s.cfg.DefaultModel
+		asked = s.cfg.DefaultModel
 	}
-	task, err := stringField(fields, "task")
+	if err := checkTask(req.Task); err != nil {
+		return 0, asked, Usage{}, err
+	}
+	out, err := parseOutput(req)
 	if err != nil {
-		return 0, req.Model, Usage{}, err
+		return 0, asked, Usage{}, err
 	}
-	if task != "" && task != "regression" {
-		return 0, req.Model, Usage{}, invalid("task %q is not supported: this gateway serves task \"regression\"", task)
+	model, known := s.resolveModel(asked)
+	info, _ := gpu.LookupModel(model)
+	thinking := info.Thinking || isThinkingSlug(asked)
+	if req.Policy != nil && thinking {
+		return 0, asked, Usage{}, invalid("model %q is a thinking (test-time compute) variant, which does not accept memory_policy; drop memory_policy or use a non-thinking model", truncate(asked, 64))
 	}
-	if raw, ok := fields["memory_policy"]; ok && !isNull(raw) {
-		req.Policy = raw
-	}
-	info, known := gpu.LookupModel(req.Model)
-	if req.Policy != nil && (info.Thinking || isThinkingSlug(req.Model)) {
-		return 0, req.Model, Usage{}, invalid("model %q is a thinking (test-time compute) variant, which does not accept memory_policy; drop memory_policy or use a non-thinking model", req.Model)
+	if req.LargePolicy != nil && thinking {
+		return 0, asked, Usage{}, invalid("model %q is a thinking (test-time compute) variant, which does not accept large_context_policy; drop it or use a non-thinking model", truncate(asked, 64))
 	}
 	if !known {
-		return 0, req.Model, Usage{}, &badRequest{status: http.StatusNotFound, msg: fmt.Sprintf(
-			"model %q is not served here; models: %s", req.Model, strings.Join(modelSlugs(), ", "))}
+		return 0, asked, Usage{}, &badRequest{status: http.StatusNotFound, msg: fmt.Sprintf(
+			"model %q is not served here; models: %s", truncate(asked, 64), strings.Join(s.modelNames(), ", "))}
 	}
-	policy, err := gpu.ParsePolicy(req.Policy)
+	sp, err := parseMemoryPolicy(req.Policy)
 	if err != nil {
-		return 0, req.Model, Usage{}, invalid("%v", err)
+		return 0, model, Usage{}, err
 	}
-	if err := decodeData(fields, &req); err != nil {
-		return 0, req.Model, Usage{}, err
+	large, hasLarge, err := parseLargeContext(req)
+	if err != nil {
+		return 0, model, Usage{}, err
 	}
-	body, fields = nil, nil // let the collector have the raw body while we compute
+	large.Window = s.cfg.LargeContextWindow
 
-	policy, clamped := policy.ClampHost(s.cfg.HostMemoryBytes, s.cfg.MaxHostBudgetBytes)
+	policy, clamped := sp.Policy.ClampHost(s.cfg.HostMemoryBytes, s.cfg.MaxHostBudgetBytes)
 	notes := policy.Notes(s.cfg.DeviceMemoryBytes, s.cfg.HostMemoryBytes)
 	usage := Usage{
 		ContextRows: len(req.X), Features: len(req.X[0]), QueryRows: len(req.Xq),
@@ -245,38 +292,40 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, log *slog.Logger)
 	}
 	usage.TotalTokens = usage.InputTokens + usage.OutputTokens
 
-	release, err := s.gate.acquire(r.Context())
-	switch {
-	case errors.Is(err, errQueueFull), errors.Is(err, errQueueTimeout):
-		w.Header().Set("Retry-After", "2")
-		return 0, req.Model, Usage{}, &badRequest{status: http.StatusServiceUnavailable, msg: fmt.Sprintf(
-			"server busy (%d predictions running, queue full or wait over %v); retry shortly", s.gate.inFlight(), s.cfg.QueueTimeout)}
-	case err != nil:
-		return 0, req.Model, Usage{}, nil // the caller went away
-	}
-	preds, report, err := s.runEngine(r.Context(), engineRequest{Model: req.Model, Policy: policy, X: req.X, Y: req.Y, Xq: req.Xq})
-	release()
+	res, err := s.runEngine(r.Context(), engineRequest{
+		Model: model, Policy: policy, Large: large, X: req.X, Y: req.Y, Xq: req.Xq,
+		Median: out.Type == OutputMedian, Taus: out.Taus,
+	})
 	if err != nil {
 		if r.Context().Err() != nil {
-			return 0, req.Model, Usage{}, nil // the caller went away; the engine stopped
+			return 0, model, Usage{}, nil // the caller went away; the engine stopped
 		}
-		return 0, req.Model, Usage{}, engineError(err)
+		return 0, model, Usage{}, engineError(err)
 	}
-	if len(preds) != len(req.Xq) {
-		return 0, req.Model, Usage{}, fmt.Errorf("engine returned %d predictions for %d query rows", len(preds), len(req.Xq))
+	if len(res.Mean) != len(req.Xq) {
+		return 0, model, Usage{}, fmt.Errorf("engine returned %d predictions for %d query rows", len(res.Mean), len(req.Xq))
 	}
-	report, err = withServerFields(report, clamped, notes)
+	report, err := memoryReportJSON(res.Memory, sp, clamped, notes)
 	if err != nil {
-		return 0, req.Model, Usage{}, err
+		return 0, model, Usage{}, err
 	}
-	resp := predictResponse{Model: req.Model, Task: "regression", Predictions: preds, Usage: usage, MemoryReport: report}
+	resp := predictResponse{Model: model, Task: "regression", OutputType: out.Type, Predictions: res.Mean, Usage: usage, MemoryReport: report}
+	if out.Type == OutputMedian {
+		resp.Predictions = res.Median
+	}
+	if out.Taus != nil {
+		resp.Quantiles, resp.Taus = res.Quantiles, res.Taus
+	}
+	if hasLarge {
+		resp.LargeContextReport = &res.Large
+	}
 	writeJSON(w, http.StatusOK, resp)
-	return http.StatusOK, req.Model, usage, nil
+	return http.StatusOK, model, usage, nil
 }
 
 // runEngine calls the engine, turning a panic into an error so one bad
 // request cannot take the server down.
-func (s *Server) runEngine(ctx context.Context, req engineRequest) (preds []float64, report json.RawMessage, err error) {
+func (s *Server) runEngine(ctx context.Context, req engineRequest) (res *engineResult, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("engine panic: %v", p)
@@ -286,49 +335,19 @@ func (s *Server) runEngine(ctx context.Context, req engineRequest) (preds []floa
 }
 
 func (s *Server) tooLarge() error {
-	return &badRequest{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf(
+	return &badRequest{status: http.StatusRequestEntityTooLarge, reason: refusedBodyTooLarge, msg: fmt.Sprintf(
 		"the body is over this gateway's limit of %d bytes; send fewer context or query rows per request", s.cfg.MaxBodyBytes)}
 }
 
-// withServerFields adds the hosted-only clamped and notes to the engine's
-// report object, keeping the engine's field order.
-func withServerFields(report json.RawMessage, clamped, notes []string) (json.RawMessage, error) {
-	report = bytes.TrimSpace(report)
-	if len(report) < 2 || report[0] != '{' || report[len(report)-1] != '}' {
-		return nil, fmt.Errorf("engine memory report is not a JSON object: %.60q", report)
-	}
-	if clamped == nil {
-		clamped = []string{}
-	}
-	if notes == nil {
-		notes = []string{}
-	}
-	extra, err := json.Marshal(struct {
-		Clamped []string `json:"clamped"`
-		Notes   []string `json:"notes"`
-	}{clamped, notes})
-	if err != nil {
-		return nil, err
-	}
-	inner := bytes.TrimSpace(report[1 : len(report)-1])
-	var out bytes.Buffer
-	out.WriteByte('{')
-	if len(inner) > 0 {
-		out.Write(inner)
-		out.WriteByte(',')
-	}
-	out.Write(extra[1:])
-	return out.Bytes(), nil
-}
-
-// apiKey extracts the key from "Api-Key <key>" (scheme case-insensitive).
+// apiKey extracts the key from "Bearer <key>" (the official client's
+// default) or "Api-Key <key>", the scheme matched case-insensitively.
 func apiKey(h string) (string, bool) {
 	scheme, key, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if !ok || !strings.EqualFold(scheme, "Api-Key") {
+	if !ok || !(strings.EqualFold(scheme, "Bearer") || strings.EqualFold(scheme, "Api-Key")) {
 		return "", false
 	}
 	key = strings.TrimSpace(key)
-	return key, key != ""
+	return key, key != "" && !strings.ContainsAny(key, " \t")
 }
 
 // isSchemeName tells a short alphabetic word such as Bearer or Basic.
@@ -355,6 +374,17 @@ func modelSlugs() []string {
 		out = append(out, m.Slug)
 	}
 	return out
+}
+
+// modelNames lists the built-in slugs, then the aliases.
+func (s *Server) modelNames() []string {
+	out := modelSlugs()
+	var aliases []string
+	for a := range s.cfg.ModelAliases {
+		aliases = append(aliases, a)
+	}
+	slices.Sort(aliases)
+	return append(out, aliases...)
 }
 
 func codeFor(status int) string {
@@ -405,4 +435,18 @@ type floats []float64
 
 func (f floats) MarshalJSON() ([]byte, error) {
 	return appendRow(make([]byte, 0, 2+len(f)*20), f), nil
+}
+
+// floatRows is floats by row: the quantiles block, null for non-finite.
+type floatRows [][]float64
+
+func (rows floatRows) MarshalJSON() ([]byte, error) {
+	b := []byte{'['}
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRow(b, r)
+	}
+	return append(b, ']'), nil
 }

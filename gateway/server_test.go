@@ -197,8 +197,8 @@ func TestPredictErrors(t *testing.T) {
 		want   string
 	}{
 		{"no key", "", body(10, 2, nil), 401, "missing API key"},
-		{"bearer scheme", "Bearer " + g.key, body(10, 2, nil), 401, `must read 'Api-Key <key>', not "Bearer"`},
-		{"no scheme", "raw:" + g.key, body(10, 2, nil), 401, `must read 'Api-Key <key>'`},
+		{"basic scheme", "raw:Basic " + g.key, body(10, 2, nil), 401, `must read 'Bearer <key>' or 'Api-Key <key>', not "Basic"`},
+		{"no scheme", "raw:" + g.key, body(10, 2, nil), 401, `must read 'Bearer <key>' or 'Api-Key <key>'`},
 		{"malformed key", "sk-123", body(10, 2, nil), 403, "unknown API key"},
 		{"unknown key", "rgd_0123456789abcdef_" + strings.Repeat("A", secretLen), body(10, 2, nil), 403, "unknown API key"},
 		{"revoked key", revoked, body(10, 2, nil), 403, "revoked"},
@@ -421,7 +421,7 @@ func TestPredictConcurrencyBounded(t *testing.T) {
 	g := newTestGateway(t, Config{MaxConcurrent: 1, MaxQueue: 1, QueueTimeout: 5 * time.Second, RateBurst: 100})
 	started, unblock := make(chan struct{}, 4), make(chan struct{})
 	real := g.srv.predict
-	g.srv.predict = func(ctx context.Context, req engineRequest) ([]float64, json.RawMessage, error) {
+	g.srv.predict = func(ctx context.Context, req engineRequest) (*engineResult, error) {
 		started <- struct{}{}
 		<-unblock
 		return real(ctx, req)
@@ -459,7 +459,7 @@ func TestPredictConcurrencyBounded(t *testing.T) {
 
 func TestPredictEnginePanicIs500(t *testing.T) {
 	g := newTestGateway(t, Config{})
-	g.srv.predict = func(context.Context, engineRequest) ([]float64, json.RawMessage, error) { panic("boom") }
+	g.srv.predict = func(context.Context, engineRequest) (*engineResult, error) { panic("boom") }
 	status, _, out := g.post(t, g.key, body(10, 2, nil))
 	if status != 500 || !strings.Contains(errMessage(out), "internal error") || strings.Contains(errMessage(out), "boom") {
 		t.Fatalf("panic: %d %v", status, out)

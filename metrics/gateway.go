@@ -34,3 +34,28 @@ func (m *Metrics) InstrumentHandler(server string, h http.Handler) http.Handler 
 	h = promhttp.InstrumentHandlerCounter(m.httpRequests.MustCurryWith(l), h)
 	return promhttp.InstrumentHandlerDuration(m.httpDuration.MustCurryWith(l), h)
 }
+
+// WatchGatewayRefusals serves regressd_gateway_refused_total{reason} from
+// refused (the /predict server's Refusals), read at every scrape.
+func (m *Metrics) WatchGatewayRefusals(refused func() map[string]int64) error {
+	if m == nil {
+		return nil
+	}
+	return m.reg.Register(refusalCollector{
+		desc:    prometheus.NewDesc(NameGatewayRefused, "Requests the /predict gateway refused, or its callers abandoned, by reason.", []string{"reason"}, nil),
+		refused: refused,
+	})
+}
+
+type refusalCollector struct {
+	desc    *prometheus.Desc
+	refused func() map[string]int64
+}
+
+func (c refusalCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c refusalCollector) Collect(ch chan<- prometheus.Metric) {
+	for reason, n := range c.refused() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), reason)
+	}
+}

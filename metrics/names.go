@@ -14,6 +14,7 @@ const (
 	NameGatewayCalls   = "regressd_gateway_calls_total"
 	NameGatewayRetries = "regressd_gateway_retries_total"
 	NameDeadLetters    = "regressd_dead_letters_total"
+	NameGatewayRefused = "regressd_gateway_refused_total"
 
 	NameBreakerState    = "regressd_breaker_state"
 	NameEngineInflight  = "regressd_engine_inflight_calls"

@@ -41,6 +41,7 @@ func TestMetricsMatchOpsList(t *testing.T) {
 		m.WatchJetStream(srv.JS, JetStreamConfig{Consumers: []Consumer{{"REGRESS_BATCHES", "worker"}}, Streams: []string{"REGRESS_DLQ"}}),
 		m.WatchNATS(srv.NC),
 		m.WatchDBPool(pgtest.New(t)),
+		m.WatchGatewayRefusals(func() map[string]int64 { return map[string]int64{"busy": 1} }),
 	} {
 		if err != nil {
 			t.Fatal(err)

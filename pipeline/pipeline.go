@@ -116,6 +116,9 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		if p.gatewayURL, err = p.serve(ctx, p.instrument(metrics.ServerGateway, g.Handler()), cfg.GatewayAddr, "gateway", log); err != nil {
 			return nil, err
 		}
+		if err := m.WatchGatewayRefusals(g.Refusals); err != nil {
+			return nil, err
+		}
 	}
 	log.Info("regressd ready", "roles", strings.Join(names, ","), "http", cfg.HTTPAddr, "embedded_nats", st.Embedded != nil, "private_postgres", st.Cluster != nil)
 	return p, nil

@@ -16,7 +16,7 @@ func TestModelsCommand(t *testing.T) {
 	if err := (&modelsCommand{m: m}).Run(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"regressd/model-2l", "regressd/model-4l", "regressd/model-4l-thinking", "(default)"} {
+	for _, want := range []string{"regressd/model-2l", "regressd/model-4l", "regressd/model-4l-thinking", "(default)", "synthefy/nori-30m -> regressd/model-4l", "nori-6m -> regressd/model-2l"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("models output lacks %q:\n%s", want, out.String())
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
+	"github.com/regressd/regressd/gateway"
 	"github.com/regressd/regressd/gpu"
 )
 
@@ -31,5 +32,12 @@ func (c *modelsCommand) Run(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", mi.Slug, d)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprint(c.m.Stdout, "\nAliases /predict accepts by default (regressd gateway --model-alias name=slug replaces them):\n")
+	for _, l := range gateway.AliasLines(gateway.DefaultModelAliases()) {
+		fmt.Fprintf(c.m.Stdout, "  %s\n", l)
+	}
+	return nil
 }
