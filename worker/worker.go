@@ -217,7 +217,7 @@ func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.R
 	}
 	var key string
 	if w.cfg.NeedKey {
-		if key, err = w.cfg.Sealer.Open(meta.SealedKey); err != nil {
+		if key, err = w.cfg.Sealer.Open(meta.SealedKey, meta.TaskID); err != nil {
 			return nil, Final(fmt.Errorf("model-service key: %w (do all roles share REGRESSD_SECRET?)", err))
 		}
 	}
