@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,14 +11,75 @@ import (
 	"time"
 )
 
+// serverLimits bound what one client can hold of an HTTP server.
+type serverLimits struct {
+	// MaxConns caps the open connections (see connLimiter).
+	MaxConns int
+	// MaxBody refuses a request whose Content-Length is larger with 413,
+	// before reading any of it; 0 leaves the check to the handler.
+	MaxBody int64
+	// WriteTimeout bounds a request's handling and answer: above the
+	// longest a handler may wait (an engine call waits for its task).
+	WriteTimeout time.Duration
+	// ReadTimeout and IdleTimeout replace readTimeout and idleTimeout
+	// when set (tests).
+	ReadTimeout, IdleTimeout time.Duration
+}
+
+// The HTTP servers' timeouts: a request's headers within
+// readHeaderTimeout, the whole request within readTimeout, and an idle
+// keep-alive connection closed after idleTimeout.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 60 * time.Second
+	idleTimeout       = 30 * time.Second
+	maxHeaderBytes    = 64 << 10
+	// defaultMaxConns is each server's connection cap: far under the
+	// process's file descriptors (Go raises the soft limit to the hard
+	// one, commonly 20,000 and more).
+	defaultMaxConns = 1024
+	// gatewayWriteTimeout bounds a /predict call: its queue wait and its
+	// computation.
+	gatewayWriteTimeout = 10 * time.Minute
+)
+
+// newServer is an HTTP server for h with lim's bounds, and its listener
+// wrapped in the connection cap.
+func newServer(ln net.Listener, h http.Handler, lim serverLimits) (*http.Server, *connLimiter) {
+	cl := newConnLimiter(ln, cmp.Or(lim.MaxConns, defaultMaxConns))
+	if lim.MaxBody > 0 {
+		h = refuseLargeBodies(h, lim.MaxBody)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: min(readHeaderTimeout, cmp.Or(lim.ReadTimeout, readTimeout)),
+		ReadTimeout: cmp.Or(lim.ReadTimeout, readTimeout), WriteTimeout: lim.WriteTimeout, IdleTimeout: cmp.Or(lim.IdleTimeout, idleTimeout), MaxHeaderBytes: maxHeaderBytes, ConnState: cl.state}
+	return srv, cl
+}
+
+// refuseLargeBodies answers 413 to a request whose Content-Length is over
+// max before reading any of its body, and closes the connection: a client
+// claiming a gigabyte and sending a few bytes gets its answer at once.
+func refuseLargeBodies(h http.Handler, max int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			fmt.Fprintf(w, `{"status":"failed","message":"request body of %d bytes is over this server's limit of %d bytes"}`+"\n", r.ContentLength, max)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // serve listens on addr and serves h until ctx ends, then shuts down
 // gracefully; it returns the base URL it listens at.
-func (p *Pipeline) serve(ctx context.Context, h http.Handler, addr, what string, log *slog.Logger) (string, error) {
+func (p *Pipeline) serve(ctx context.Context, h http.Handler, addr, what string, lim serverLimits, log *slog.Logger) (string, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("%s listener on %s: %w (is another regressd running? pick another address)", what, addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv, cl := newServer(ln, h, lim)
+	ln = cl
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
