@@ -3,12 +3,16 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // serverLimits bound what one client can hold of an HTTP server.
@@ -21,6 +25,11 @@ type serverLimits struct {
 	// WriteTimeout bounds a request's handling and answer: above the
 	// longest a handler may wait (an engine call waits for its task).
 	WriteTimeout time.Duration
+	// LoopbackNames, on a server listening on a loopback address, refuses
+	// a request whose Host, or Origin when sent, is not a loopback name:
+	// a page on another site whose name was rebound to 127.0.0.1 (DNS
+	// rebinding), or posting from its own origin, gets 403.
+	LoopbackNames bool
 	// ReadTimeout and IdleTimeout replace readTimeout and idleTimeout
 	// when set (tests).
 	ReadTimeout, IdleTimeout time.Duration
@@ -50,6 +59,9 @@ func newServer(ln net.Listener, h http.Handler, lim serverLimits) (*http.Server,
 	if lim.MaxBody > 0 {
 		h = refuseLargeBodies(h, lim.MaxBody)
 	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && a.IP.IsLoopback() && lim.LoopbackNames {
+		h = loopbackNamesOnly(h)
+	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: min(readHeaderTimeout, cmp.Or(lim.ReadTimeout, readTimeout)),
 		ReadTimeout: cmp.Or(lim.ReadTimeout, readTimeout), WriteTimeout: lim.WriteTimeout, IdleTimeout: cmp.Or(lim.IdleTimeout, idleTimeout), MaxHeaderBytes: maxHeaderBytes, ConnState: cl.state}
 	return srv, cl
@@ -69,6 +81,58 @@ func refuseLargeBodies(h http.Handler, max int64) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// loopbackNamesOnly refuses, with 403, a request whose Host is not a
+// loopback name, or whose Origin (when sent) is not a loopback origin.
+func loopbackNamesOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		what, bad := "", ""
+		if !loopbackName(r.Host) {
+			what, bad = "Host", r.Host
+		} else if o := r.Header.Get("Origin"); o != "" {
+			u, err := url.Parse(o)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !loopbackName(u.Host) {
+				what, bad = "Origin", o
+			}
+		}
+		if what != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			msg, _ := json.Marshal(map[string]string{"status": "failed", "message": fmt.Sprintf(
+				"%s %q is not a loopback name: this server listens on a loopback address and answers localhost, 127.0.0.1 and [::1] only (listen on another address, with --auth-token, to serve other names)",
+				what, truncate(bad, 100))})
+			w.Write(append(msg, '\n'))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// loopbackName says whether host[:port] names this machine only:
+// localhost, a name under .localhost, or a loopback IP.
+func loopbackName(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// truncate cuts s to at most n bytes, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // serve listens on addr and serves h until ctx ends, then shuts down

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -152,5 +153,55 @@ func TestReadAndIdleTimeouts(t *testing.T) {
 	}
 	if took := time.Since(began); took > 3*time.Second {
 		t.Fatalf("idle connection closed after %v", took)
+	}
+}
+
+// The audit's DNS rebinding: with Host: evil.example, listing, deleting
+// and dry runs all answered 200 on the loopback API. A loopback server
+// answers loopback names only, and refuses a foreign Origin.
+func TestLoopbackServerRefusesForeignHostAndOrigin(t *testing.T) {
+	var reached atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { reached.Add(1); fmt.Fprintln(w, "ok") })
+	addr, _ := serveForTest(t, mux, serverLimits{LoopbackNames: true})
+	_, port, _ := net.SplitHostPort(addr)
+	const base = "/api/v3/configure/processing_engine_trigger"
+	cases := []struct {
+		method, path, host, origin string
+		want                       int
+	}{
+		{"GET", base, "evil.example", "", 403},
+		{"DELETE", base + "?trigger_name=t", "evil.example:" + port, "", 403},
+		{"POST", "/api/v3/engine/t", "evil.example", "", 403},
+		{"POST", base, "127.0.0.1:" + port, "http://evil.example", 403},
+		{"POST", base, "127.0.0.1:" + port, "null", 403},
+		{"GET", base, "127.0.0.1.evil.example", "", 403},
+		{"GET", base, "127.0.0.1:" + port, "", 200},
+		{"GET", base, "localhost:" + port, "http://localhost:" + port, 200},
+		{"POST", base, "[::1]:" + port, "http://127.0.0.1:" + port, 200},
+		{"GET", "/ui/", "regressd.localhost:" + port, "", 200},
+	}
+	for _, tc := range cases {
+		req, _ := http.NewRequest(tc.method, "http://"+addr+tc.path, strings.NewReader("{}"))
+		req.Host = tc.host
+		req.Header.Set("Content-Type", "application/json")
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.want {
+			t.Errorf("%s %s Host %q Origin %q: HTTP %d %s, want %d", tc.method, tc.path, tc.host, tc.origin, res.StatusCode, body, tc.want)
+		}
+		if tc.want == 403 && !strings.Contains(string(body), "loopback") {
+			t.Errorf("403 without a message: %s", body)
+		}
+	}
+	if n := reached.Load(); n != 4 {
+		t.Errorf("the handler was reached %d times, want 4 (the loopback names only)", n)
 	}
 }

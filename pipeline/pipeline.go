@@ -94,7 +94,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 	}
 	p.routes(mux, cfg.Handlers)
 	if p.url, err = p.serve(ctx, mux, cfg.HTTPAddr, "http",
-		serverLimits{MaxBody: scheduler.MaxEngineBody, WriteTimeout: cfg.WaitTimeout + time.Minute}, log); err != nil {
+		serverLimits{MaxBody: scheduler.MaxEngineBody, WriteTimeout: cfg.WaitTimeout + time.Minute, LoopbackNames: true}, log); err != nil {
 		return nil, err
 	}
 	if cfg.has(Gateway) {

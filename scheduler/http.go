@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"slices"
 	"sort"
@@ -40,16 +41,41 @@ var bodyKeys = map[string]bool{
 
 // Routes registers the engine endpoint and the admin API on mux.
 func (s *Scheduler) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /api/v3/engine/{trigger}", s.auth(s.handleEngine))
+	mux.HandleFunc("POST /api/v3/engine/{trigger}", s.auth(jsonOnly(s.handleEngine)))
 	mux.HandleFunc("GET /api/v3/engine/{trigger}/tasks/{task}", s.auth(s.handleTask))
 	const base = "/api/v3/configure/processing_engine_trigger"
 	mux.HandleFunc("GET "+base, s.auth(s.handleList))
-	mux.HandleFunc("POST "+base, s.auth(s.handleCreate))
+	mux.HandleFunc("POST "+base, s.auth(jsonOnly(s.handleCreate)))
 	mux.HandleFunc("DELETE "+base, s.auth(s.handleDelete))
 	mux.HandleFunc("GET "+base+"/{name}", s.auth(s.handleShow))
 	mux.HandleFunc("DELETE "+base+"/{name}", s.auth(s.handleDelete))
-	mux.HandleFunc("POST "+base+"/enable", s.auth(s.handleEnable(false)))
-	mux.HandleFunc("POST "+base+"/disable", s.auth(s.handleEnable(true)))
+	mux.HandleFunc("POST "+base+"/enable", s.auth(jsonOnly(s.handleEnable(false))))
+	mux.HandleFunc("POST "+base+"/disable", s.auth(jsonOnly(s.handleEnable(true))))
+}
+
+// jsonOnly refuses a request that is not declared application/json with
+// 415. A page on another site can send a form or text/plain POST without
+// the browser asking first (CSRF); application/json it cannot.
+func jsonOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			writeJSON(w, http.StatusUnsupportedMediaType, map[string]any{"status": "failed",
+				"message": "send the request as JSON: Content-Type: application/json (even with an empty body)"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// bearerToken is the token of an Authorization header, its scheme matched
+// case-insensitively (RFC 9110: "bearer" is "Bearer").
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(tok, " "), true
 }
 
 // auth enforces regressd's own request authorization when tokens are set.
@@ -59,7 +85,7 @@ func (s *Scheduler) auth(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		tok, ok := bearerToken(r.Header.Get("Authorization"))
 		if ok {
 			for _, want := range s.cfg.AuthTokens {
 				if subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
