@@ -256,9 +256,9 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 		delivered = meta.NumDelivered
 	}
 	if IsPermanent(err) || (cfg.MaxDeliver > 0 && delivered >= uint64(cfg.MaxDeliver)) {
-		reason := err.Error()
+		reason := truncate(err.Error(), MaxLoggedError)
 		if !IsPermanent(err) {
-			reason = fmt.Sprintf("gave up after %d deliveries: %v", delivered, err)
+			reason = fmt.Sprintf("gave up after %d deliveries: %s", delivered, reason)
 		}
 		deadLetter(ctx, js, cfg, msg, reason)
 		return
@@ -269,7 +269,7 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 		delay = ri.after
 	}
 	cfg.Logger.Warn("message will be retried", "consumer", cfg.Durable, "task_id", taskID,
-		"delivery", delivered, "delay", delay, "err", err)
+		"delivery", delivered, "delay", delay, "err", truncate(err.Error(), MaxLoggedError))
 	msg.NakWithDelay(delay)
 }
 

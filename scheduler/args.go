@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/regressd/regressd/schemas"
 )
@@ -148,6 +151,7 @@ func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, e
 		}
 	}
 	add(CheckKeys(args))
+	add(checkValues(args))
 	get := func(k string) string {
 		if v, ok := args[k]; ok {
 			return v
@@ -193,6 +197,11 @@ func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, e
 	if r.Tags, err = ParseTags(get("tags")); err != nil {
 		errs = append(errs, err)
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.Tags)) {
+		if v := r.Tags[k]; !utf8.ValidString(k+v) || strings.ContainsRune(k+v, 0) {
+			errs = append(errs, fmt.Errorf("tags: %q holds a NUL byte or invalid UTF-8 once unescaped, which PostgreSQL cannot take", truncate(k, 64)))
+		}
+	}
 	if r.Window, err = schemas.ParseDuration(get("window")); err != nil {
 		errs = append(errs, fmt.Errorf("window: %w", err))
 	}
@@ -232,6 +241,23 @@ func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, e
 	return run, errors.Join(errs...)
 }
 
+// MaxFeatureFields is the most feature fields a run may name: a task's
+// description, feature names included, travels in a NATS header.
+const MaxFeatureFields = 256
+
+// checkValues refuses argument values PostgreSQL cannot take: invalid
+// UTF-8 or a NUL byte (SQLSTATE 22021 once bound). A task would fail on
+// them in the database; refused here, the caller learns why at once.
+func checkValues(args map[string]string) error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		if v := args[k]; !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+			errs = append(errs, fmt.Errorf("argument %q holds a NUL byte or invalid UTF-8, which PostgreSQL cannot take: send valid UTF-8 text", k))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func parseFeatures(s, target string, errs []error) ([]string, []error) {
 	seen := map[string]bool{}
 	var out []string
@@ -263,6 +289,9 @@ func parseFeatures(s, target string, errs []error) ([]string, []error) {
 			}
 			out = append(out, f)
 		}
+	}
+	if len(out) > MaxFeatureFields {
+		errs = append(errs, fmt.Errorf("feature_fields: %d names, over the limit of %d", len(out), MaxFeatureFields))
 	}
 	return out, errs
 }

@@ -24,6 +24,9 @@ import (
 const (
 	MaxEngineBody = 10 << 20 // bytes; larger engine requests get 413
 	maxAdminBody  = 1 << 20
+	// MaxServiceKey is the longest model-service key taken, in bytes: the
+	// sealed key travels in a NATS header, which holds 64 KB in all.
+	MaxServiceKey = 4096
 )
 
 // HeaderServiceKey carries the model-service key on the engine endpoint;
@@ -100,6 +103,21 @@ func (s *Scheduler) auth(h http.HandlerFunc) http.HandlerFunc {
 
 func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	// The key is asked for before the trigger is looked up: a caller
+	// without one learns nothing of which triggers exist.
+	key := s.serviceKey(r)
+	if key == "" {
+		msg := "no model-service key: send it in the " + HeaderServiceKey + " (or " + HeaderNoriKey + ") header, or set SERVICE_API_KEY in the server's environment"
+		if r.Header.Get("Authorization") != "" {
+			msg += " (the Authorization header is regressd's own request authorization and never reaches the model service)"
+		}
+		writeFailed(w, http.StatusUnauthorized, "", msg)
+		return
+	}
+	if len(key) > MaxServiceKey {
+		writeFailed(w, http.StatusBadRequest, "", fmt.Sprintf("the model-service key is %d bytes, over the limit of %d", len(key), MaxServiceKey))
+		return
+	}
 	t, err := s.store.FindRequest(ctx, r.PathValue("trigger"))
 	if err != nil {
 		status := http.StatusInternalServerError
@@ -111,15 +129,6 @@ func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 	}
 	if t.Disabled {
 		writeFailed(w, http.StatusConflict, "", fmt.Sprintf("trigger %q is disabled; enable it with 'regressd trigger enable %s'", t.Name, t.Name))
-		return
-	}
-	key := s.serviceKey(r)
-	if key == "" {
-		msg := "no model-service key: send it in the " + HeaderServiceKey + " (or " + HeaderNoriKey + ") header, or set SERVICE_API_KEY in the server's environment"
-		if r.Header.Get("Authorization") != "" {
-			msg += " (the Authorization header is regressd's own request authorization and never reaches the model service)"
-		}
-		writeFailed(w, http.StatusUnauthorized, "", msg)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxEngineBody))

@@ -1,0 +1,18 @@
+package scheduler
+
+import "unicode/utf8"
+
+// maxEcho is the most of a caller's input an answer or a log line repeats.
+const maxEcho = 200
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut,
+// so that input echoed into an answer or a log line stays short.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
