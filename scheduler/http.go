@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -208,6 +209,10 @@ func (s *Scheduler) serviceKey(r *http.Request) string {
 // under its trigger's name (a scheduled trigger has no path).
 func (s *Scheduler) handleTask(w http.ResponseWriter, r *http.Request) {
 	path := r.PathValue("trigger")
+	if !taskIDRE.MatchString(r.PathValue("task")) {
+		writeFailed(w, http.StatusNotFound, "", fmt.Sprintf("no such task for this trigger: %q is not a task id", truncate(r.PathValue("task"), maxEcho)))
+		return
+	}
 	sum, ok, err := s.pub.Task(r.Context(), r.PathValue("task"))
 	if err == nil && ok && sum.Trigger != path {
 		t, ferr := s.store.FindRequest(r.Context(), path)
@@ -222,6 +227,10 @@ func (s *Scheduler) handleTask(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, sum)
 	}
 }
+
+// taskIDRE matches what may be a task id (schemas.TaskID makes t_ and 20
+// hex digits): anything else ("*", "a.b") is no task, not a bucket key.
+var taskIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // writeSummary answers an engine call from a task's final summary: HTTP
 // 200 for every outcome of a run, its status mirrored at the top level
@@ -337,10 +346,10 @@ func bodyObject(body []byte) (map[string]json.RawMessage, []error) {
 	// things is refused, as duplicate trigger arguments and tags are.
 	var errs []error
 	for _, k := range duplicateKeys(body) {
-		errs = append(errs, fmt.Errorf("body key %q given twice", k))
+		errs = append(errs, fmt.Errorf("body key %q given twice", truncate(k, maxEcho)))
 	}
 	for _, k := range duplicateKeys(raw["tags"]) {
-		errs = append(errs, fmt.Errorf("tags: key %q given twice", k))
+		errs = append(errs, fmt.Errorf("tags: key %q given twice", truncate(k, maxEcho)))
 	}
 	return raw, errs
 }
@@ -358,7 +367,7 @@ func bodyKeyAllowed(k string) error {
 	if _, known := argDefaults[k]; known || k == ArgConfigFile || slices.Contains(requiredArgs, k) {
 		return fmt.Errorf("body key %q is an operator setting: set it in the trigger's arguments (or its config file); a request body may set only %s", k, bodyKeyList)
 	}
-	return fmt.Errorf("unknown body key %q (allowed: %s)", k, bodyKeyList)
+	return fmt.Errorf("unknown body key %q (allowed: %s)", truncate(k, maxEcho), bodyKeyList)
 }
 
 // duplicateKeys returns the keys that a JSON object names more than once,
@@ -427,7 +436,7 @@ func bodyString(k string, v json.RawMessage) (string, error) {
 }
 
 func writeFailed(w http.ResponseWriter, status int, taskID, msg string) {
-	body := map[string]any{"status": schemas.StatusFailed, "message": msg}
+	body := map[string]any{"status": schemas.StatusFailed, "message": truncate(msg, maxMessage)}
 	if taskID != "" {
 		body["task_id"] = taskID
 	}
