@@ -100,7 +100,7 @@ func loopbackNamesOnly(h http.Handler) http.Handler {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusForbidden)
 			msg, _ := json.Marshal(map[string]string{"status": "failed", "message": fmt.Sprintf(
-				"%s %q is not a loopback name: this server listens on a loopback address and answers localhost, 127.0.0.1 and [::1] only (listen on another address, with --auth-token, to serve other names)",
+				"%s %q is not a loopback name: this server listens on a loopback address and answers localhost, 127.0.0.1 and [::1] only (to serve other names, listen on another address with REGRESSD_AUTH_TOKENS set)",
 				what, truncate(bad, 100))})
 			w.Write(append(msg, '\n'))
 			return
