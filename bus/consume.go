@@ -259,9 +259,9 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 		delivered = meta.NumDelivered
 	}
 	if IsPermanent(err) || (cfg.MaxDeliver > 0 && delivered >= uint64(cfg.MaxDeliver)) {
-		reason, class := err.Error(), ReasonPermanent
+		reason, class := truncate(err.Error(), MaxLoggedError), ReasonPermanent
 		if !IsPermanent(err) {
-			reason, class = fmt.Sprintf("gave up after %d deliveries: %v", delivered, err), ReasonGaveUp
+			reason, class = fmt.Sprintf("gave up after %d deliveries: %s", delivered, reason), ReasonGaveUp
 		}
 		deadLetter(ctx, js, cfg, msg, class, reason)
 		return
@@ -272,7 +272,7 @@ func handle(ctx context.Context, js jetstream.JetStream, cfg ConsumerConfig, h H
 		delay = ri.after
 	}
 	cfg.Logger.Warn("message will be retried", "consumer", cfg.Durable, "task_id", taskID,
-		"delivery", delivered, "delay", delay, "err", err)
+		"delivery", delivered, "delay", delay, "err", truncate(err.Error(), MaxLoggedError))
 	msg.NakWithDelay(delay)
 }
 

@@ -183,6 +183,10 @@ func lastToken(subject string) string {
 }
 
 // truncate puts s on one line and cuts it to n bytes.
+// MaxLoggedError is the most of an error a log line or a dead letter's
+// reason carries: an error quoting a megabyte of input stays a short line.
+const MaxLoggedError = 1000
+
 func truncate(s string, n int) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) <= n {

@@ -22,7 +22,7 @@ type Embedded struct {
 	srv        *server.Server
 	listen     bool
 	lock       *os.File // held while the server runs: one process per store
-	token      string   // required of clients when the server listens for ClientFile
+	token      string   // required of network clients (ClientFile's loopback port, or Listen)
 	clientFile string
 }
 
@@ -62,6 +62,25 @@ type EmbeddedConfig struct {
 	// then listens on a loopback port and requires a token, which the URL
 	// carries. The file is removed at Shutdown.
 	ClientFile string
+	// Token is required of every network client when set. A Listen on
+	// other than a loopback address is refused without one: anyone who
+	// reaches the port could otherwise read and forge jobs and triggers.
+	Token string
+}
+
+// ErrListenNeedsToken: a listener reachable from other hosts was asked for
+// with no credentials.
+var ErrListenNeedsToken = errors.New("a NATS listener on a non-loopback address requires a token")
+
+// IsLoopback says whether host (of a host:port) is reachable from this
+// machine only: "localhost" or a loopback IP. "" and 0.0.0.0 listen on
+// every interface and are not.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // ReadClientURL reads the URL a running embedded server left in file (see
@@ -143,7 +162,12 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		if p == 0 {
 			p = server.RANDOM_PORT
 		}
+		if cfg.Token == "" && !IsLoopback(host) {
+			return nil, fmt.Errorf("embedded nats: listen on %s: %w", cfg.Listen, ErrListenNeedsToken)
+		}
 		opts.Host, opts.Port = host, p
+		token = cfg.Token
+		opts.Authorization = token
 	}
 	lock, err := lockStore(cfg.StoreDir)
 	if err != nil {
@@ -195,6 +219,9 @@ func (e *Embedded) Connect(name string) (*nats.Conn, error) {
 			opts = append(opts, nats.Token(e.token))
 		}
 		return nats.Connect("", opts...)
+	}
+	if e.token != "" {
+		opts = append(opts, nats.Token(e.token))
 	}
 	return nats.Connect(e.srv.ClientURL(), opts...)
 }

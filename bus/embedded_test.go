@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
 )
 
 // One store, one server: a second embedded server on a store in use is
@@ -86,6 +88,48 @@ func TestRedact(t *testing.T) {
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A listener other hosts can reach is refused without a token; with one, a
+// bare client (the audit's "CONNECT {}") is refused and a client with the
+// token, or the server's own Connect, gets in.
+func TestEmbeddedNonLoopbackListenRequiresToken(t *testing.T) {
+	dir := t.TempDir()
+	if e, err := StartEmbedded(EmbeddedConfig{StoreDir: dir, Listen: "0.0.0.0:0"}); !errors.Is(err, ErrListenNeedsToken) {
+		if e != nil {
+			e.Shutdown()
+		}
+		t.Fatalf("non-loopback listen without a token: %v, want ErrListenNeedsToken", err)
+	}
+	e, err := StartEmbedded(EmbeddedConfig{StoreDir: dir, Listen: "0.0.0.0:0", Token: "t0ken-for-the-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	url := e.ClientURL()
+	if nc, err := nats.Connect(url, nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatal("a client without the token was let in")
+	}
+	if nc, err := nats.Connect(url, nats.Token("wrong"), nats.MaxReconnects(0)); err == nil {
+		nc.Close()
+		t.Fatal("a client with a wrong token was let in")
+	}
+	nc, err := nats.Connect(url, nats.Token("t0ken-for-the-test"))
+	if err != nil {
+		t.Fatalf("client with the token: %v", err)
+	}
+	nc.Close()
+	own, err := e.Connect("own")
+	if err != nil {
+		t.Fatalf("the server's own client: %v", err)
+	}
+	own.Close()
+	for host, want := range map[string]bool{"127.0.0.1": true, "::1": true, "localhost": true, "": false, "0.0.0.0": false, "10.1.2.3": false} {
+		if IsLoopback(host) != want {
+			t.Errorf("IsLoopback(%q) = %v", host, !want)
 		}
 	}
 }

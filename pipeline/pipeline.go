@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/regressd/regressd/gateway"
 	"github.com/regressd/regressd/gpu"
@@ -102,7 +103,8 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		p.spawn(ctx, log, "writer", w.Run)
 	}
 	p.routes(mux, cfg.Handlers)
-	if p.url, err = p.serve(ctx, p.instrument(metrics.ServerAPI, mux), cfg.HTTPAddr, "http", log); err != nil {
+	if p.url, err = p.serve(ctx, p.instrument(metrics.ServerAPI, mux), cfg.HTTPAddr, "http",
+		serverLimits{MaxBody: scheduler.MaxEngineBody, WriteTimeout: cfg.WaitTimeout + time.Minute, LoopbackNames: true}, log); err != nil {
 		return nil, err
 	}
 	if cfg.has(Gateway) {
@@ -113,7 +115,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if p.gatewayURL, err = p.serve(ctx, p.instrument(metrics.ServerGateway, g.Handler()), cfg.GatewayAddr, "gateway", log); err != nil {
+		if p.gatewayURL, err = p.serve(ctx, p.instrument(metrics.ServerGateway, g.Handler()), cfg.GatewayAddr, "gateway", serverLimits{WriteTimeout: gatewayWriteTimeout}, log); err != nil {
 			return nil, err
 		}
 		if err := m.WatchGatewayRefusals(g.Refusals); err != nil {

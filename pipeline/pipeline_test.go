@@ -40,6 +40,7 @@ func TestStartStopLeavesNoGoroutine(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodPost, p.URL()+"/api/v3/engine/leak", strings.NewReader(`{"start_time":"2026-01-01T00:00:00Z","end_time":"2026-01-04T00:00:00Z"}`))
 	req.Header.Set("X-Service-Api-Key", "k")
+	req.Header.Set("Content-Type", "application/json")
 	res, err := (&http.Client{Timeout: time.Minute}).Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -164,7 +164,11 @@ func (s Stores) openBus(ctx context.Context, st *Stack, name string) error {
 		}
 		store := filepath.Join(s.DataDir, "nats")
 		clientFile := filepath.Join(store, "client.url")
-		st.Embedded, err = bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: store, Listen: s.NATSListen, ClientFile: clientFile})
+		token, terr := s.natsToken()
+		if terr != nil {
+			return terr
+		}
+		st.Embedded, err = bus.StartEmbedded(bus.EmbeddedConfig{StoreDir: store, Listen: s.NATSListen, ClientFile: clientFile, Token: token})
 		if errors.Is(err, bus.ErrStoreInUse) && s.Existing {
 			// A running regressd holds the store: a command that only uses
 			// it (dlq, replay) uses that server's bus. A role is refused: it

@@ -88,6 +88,11 @@ func (p *Producer) handle(ctx context.Context, msg jetstream.Msg) error {
 	return msg.DoubleAck(ctx)
 }
 
+// maxTaskHeader is the largest task description (EncodeTaskMeta) the
+// producer sends in a header: NATS refuses headers past 64 KB, and a
+// message it refuses would be retried for nothing.
+const maxTaskHeader = 32 << 10
+
 // verdict is a task that ends in the producer.
 type verdict struct {
 	status schemas.Status
@@ -111,6 +116,11 @@ func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
 	resumed, err := p.resumePlan(ctx, job, log)
 	if !resumed && err == nil {
 		err = p.plan(ctx, job, &meta, log)
+	}
+	if ie, ok := tsdb.AsInputError(err); ok {
+		// A permanent refusal (invalid bytes in a tag value, a column gone):
+		// the task fails now, not after a quarter hour of redeliveries.
+		err = &verdict{schemas.StatusFailed, http.StatusBadRequest, ie.Message}
 	}
 	var v *verdict
 	if errors.As(err, &v) {
@@ -224,6 +234,9 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	if err != nil {
 		return err
 	}
+	if len(hdr) > maxTaskHeader {
+		return &verdict{schemas.StatusFailed, http.StatusBadRequest, fmt.Sprintf("the task's description is %d bytes, over the %d a NATS header may carry: name fewer feature fields or tags, or send a shorter model-service key", len(hdr), maxTaskHeader)}
+	}
 	info, err := p.storeContext(ctx, meta.TaskID, body, hdr, encodePlan(w, batches))
 	if err != nil {
 		return err
@@ -248,6 +261,11 @@ func cut(rows []int, size int) [][]int {
 // batches.
 // idSuffix names the verdict's message id (task id + ":" + idSuffix).
 func (p *Producer) publishVerdict(ctx context.Context, meta schemas.TaskMeta, v *verdict, idSuffix string) error {
+	if hdr, err := schemas.EncodeTaskMeta(meta); err == nil && len(hdr) > maxTaskHeader {
+		// The verdict of a task too large to describe in a header: the
+		// writer needs none of its features or series to record it.
+		meta.Features, meta.Series, meta.SealedKey = nil, nil, ""
+	}
 	m, err := schemas.NewResultMsg(schemas.Result{Meta: meta, Batch: schemas.VerdictBatch, Status: v.status, Message: v.msg, Code: v.code})
 	if err != nil {
 		return err

@@ -26,11 +26,23 @@ func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
 		return
 	}
+	// encoding/json keeps the last of duplicate keys: a body that says two
+	// things is refused, as the engine endpoint's is.
+	var dups []string
+	if d := duplicateKeys(body); len(d) > 0 {
+		dups = d
+	} else if obj, _ := bodyObject(body); obj != nil && len(obj["trigger_arguments"]) > 0 && obj["trigger_arguments"][0] == '{' {
+		dups = duplicateKeys(obj["trigger_arguments"])
+	}
+	if len(dups) > 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("body key %q given twice", truncate(dups[0], maxEcho)))
+		return
+	}
 	var req createRequest
 	dec := json.NewDecoder(bytesReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "body: "+err.Error())
+		writeError(w, http.StatusBadRequest, "body: "+truncate(err.Error(), maxEcho))
 		return
 	}
 	args := map[string]string{}
@@ -153,5 +165,5 @@ func writeStoreError(w http.ResponseWriter, err error) {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
+	writeJSON(w, status, map[string]string{"error": truncate(msg, maxMessage)})
 }

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/regressd/regressd/schemas"
 )
@@ -77,11 +80,11 @@ func SplitArgs(s string) (map[string]string, error) {
 		k, v, ok := strings.Cut(piece, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok || k == "" {
-			errs = append(errs, fmt.Errorf("argument %q is not key=value", piece))
+			errs = append(errs, fmt.Errorf("argument %q is not key=value", truncate(piece, maxEcho)))
 			continue
 		}
 		if _, dup := out[k]; dup {
-			errs = append(errs, fmt.Errorf("argument %q given twice", k))
+			errs = append(errs, fmt.Errorf("argument %q given twice", truncate(k, maxEcho)))
 			continue
 		}
 		out[k] = v
@@ -121,7 +124,7 @@ func CheckKeys(args map[string]string) error {
 		} else if k == ArgConfigFile {
 			errs = append(errs, fmt.Errorf("%s supplies every argument, so it cannot be combined with inline arguments", ArgConfigFile))
 		} else if !valid[k] {
-			errs = append(errs, fmt.Errorf("unknown argument %q (valid: %s)", k, strings.Join(ValidArgs(), ", ")))
+			errs = append(errs, fmt.Errorf("unknown argument %q (valid: %s)", truncate(k, maxEcho), strings.Join(ValidArgs(), ", ")))
 		}
 	}
 	return errors.Join(errs...)
@@ -148,6 +151,7 @@ func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, e
 		}
 	}
 	add(CheckKeys(args))
+	add(checkValues(args))
 	get := func(k string) string {
 		if v, ok := args[k]; ok {
 			return v
@@ -193,6 +197,11 @@ func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, e
 	if r.Tags, err = ParseTags(get("tags")); err != nil {
 		errs = append(errs, err)
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.Tags)) {
+		if v := r.Tags[k]; !utf8.ValidString(k+v) || strings.ContainsRune(k+v, 0) {
+			errs = append(errs, fmt.Errorf("tags: %q holds a NUL byte or invalid UTF-8 once unescaped, which PostgreSQL cannot take", truncate(k, 64)))
+		}
+	}
 	if r.Window, err = schemas.ParseDuration(get("window")); err != nil {
 		errs = append(errs, fmt.Errorf("window: %w", err))
 	}
@@ -214,7 +223,7 @@ func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, e
 		n, err := strconv.Atoi(strings.TrimSpace(get(it.key)))
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: %q is not a whole number", it.key, get(it.key)))
+			errs = append(errs, fmt.Errorf("%s: %q is not a whole number", it.key, truncate(get(it.key), maxEcho)))
 		case n < 1:
 			errs = append(errs, fmt.Errorf("%s: must be at least 1, got %d", it.key, n))
 		default:
@@ -234,6 +243,23 @@ func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, e
 	return run, errors.Join(errs...)
 }
 
+// MaxFeatureFields is the most feature fields a run may name: a task's
+// description, feature names included, travels in a NATS header.
+const MaxFeatureFields = 256
+
+// checkValues refuses argument values PostgreSQL cannot take: invalid
+// UTF-8 or a NUL byte (SQLSTATE 22021 once bound). A task would fail on
+// them in the database; refused here, the caller learns why at once.
+func checkValues(args map[string]string) error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		if v := args[k]; !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+			errs = append(errs, fmt.Errorf("argument %q holds a NUL byte or invalid UTF-8, which PostgreSQL cannot take: send valid UTF-8 text", k))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func parseFeatures(s, target string, errs []error) ([]string, []error) {
 	seen := map[string]bool{}
 	var out []string
@@ -241,7 +267,7 @@ func parseFeatures(s, target string, errs []error) ([]string, []error) {
 	if strings.HasPrefix(strings.TrimSpace(s), "[") {
 		// A JSON list (FeatureList): names may hold white space.
 		if err := json.Unmarshal([]byte(s), &names); err != nil {
-			return nil, append(errs, fmt.Errorf("feature_fields: %q is neither space-separated names nor a JSON list of strings", s))
+			return nil, append(errs, fmt.Errorf("feature_fields: %q is neither space-separated names nor a JSON list of strings", truncate(s, maxEcho)))
 		}
 	}
 	for _, f := range names {
@@ -266,6 +292,9 @@ func parseFeatures(s, target string, errs []error) ([]string, []error) {
 			out = append(out, f)
 		}
 	}
+	if len(out) > MaxFeatureFields {
+		errs = append(errs, fmt.Errorf("feature_fields: %d names, over the limit of %d", len(out), MaxFeatureFields))
+	}
 	return out, errs
 }
 
@@ -284,9 +313,9 @@ func ParseTags(s string) (map[string]string, error) {
 		k, v = unescapeTag(k), unescapeTag(v)
 		switch {
 		case !ok || k == "":
-			errs = append(errs, fmt.Errorf("tags: %q is not tag_key:tag_value", kv))
+			errs = append(errs, fmt.Errorf("tags: %q is not tag_key:tag_value", truncate(kv, maxEcho)))
 		case out[k] != "":
-			errs = append(errs, fmt.Errorf("tags: key %q given twice", k))
+			errs = append(errs, fmt.Errorf("tags: key %q given twice", truncate(k, maxEcho)))
 		default:
 			out[k] = v
 		}
@@ -321,7 +350,7 @@ func parseBool(s string) (bool, error) {
 	case "false", "0", "no", "off":
 		return false, nil
 	}
-	return false, fmt.Errorf("%q is not true or false", s)
+	return false, fmt.Errorf("%q is not true or false", truncate(s, maxEcho))
 }
 
 // checkIdent refuses names PostgreSQL cannot hold; anything else is quoted
@@ -329,9 +358,9 @@ func parseBool(s string) (bool, error) {
 func checkIdent(what, name string) error {
 	switch {
 	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("%s %q contains a NUL byte", what, name)
+		return fmt.Errorf("%s %q contains a NUL byte", what, truncate(name, maxEcho))
 	case len(name) > 63:
-		return fmt.Errorf("%s %q is longer than PostgreSQL's 63-byte identifier limit", what, name)
+		return fmt.Errorf("%s %q is longer than PostgreSQL's 63-byte identifier limit", what, truncate(name, maxEcho))
 	}
 	return nil
 }
@@ -346,10 +375,17 @@ var retiredModels = map[string]string{
 func checkModelSlug(s string) error {
 	vendor, name, ok := strings.Cut(s, "/")
 	if !ok || vendor == "" || name == "" || strings.ContainsAny(s, " \t,") || strings.Count(s, "/") != 1 {
-		return fmt.Errorf("model %q is not a slug of the form <vendor>/<model> (run 'regressd models' for the built-in ones)", s)
+		return fmt.Errorf("model %q is not a slug of the form <vendor>/<model> (run 'regressd models' for the built-in ones)", truncate(s, maxEcho))
+	}
+	if len(s) > maxModelSlug {
+		return fmt.Errorf("model %q is %d bytes, over the limit of %d", truncate(s, maxEcho), len(s), maxModelSlug)
 	}
 	if why, ok := retiredModels[s]; ok {
-		return fmt.Errorf("model %q %s", s, why)
+		return fmt.Errorf("model %q %s", truncate(s, maxEcho), why)
 	}
 	return nil
 }
+
+// maxModelSlug is the longest model slug taken: it travels in every
+// batch's header and every prediction row.
+const maxModelSlug = 200

@@ -91,6 +91,7 @@ func FuzzEngineEndpoint(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req := httptest.NewRequest(http.MethodPost, "/api/v3/engine/fz", bytes.NewReader(body))
 		req.Header.Set(HeaderServiceKey, "k")
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, req)
 		if rec.Code >= 500 {

@@ -46,6 +46,7 @@ func do(t *testing.T, mux *http.ServeMux, method, url, body string) (int, map[st
 	t.Helper()
 	req := httptest.NewRequest(method, url, bytes.NewReader([]byte(body)))
 	req.Header.Set(HeaderServiceKey, "k")
+	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, req)
 	var out map[string]any

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -23,6 +25,9 @@ import (
 const (
 	MaxEngineBody = 10 << 20 // bytes; larger engine requests get 413
 	maxAdminBody  = 1 << 20
+	// MaxServiceKey is the longest model-service key taken, in bytes: the
+	// sealed key travels in a NATS header, which holds 64 KB in all.
+	MaxServiceKey = 4096
 )
 
 // HeaderServiceKey carries the model-service key on the engine endpoint;
@@ -40,16 +45,41 @@ var bodyKeys = map[string]bool{
 
 // Routes registers the engine endpoint and the admin API on mux.
 func (s *Scheduler) Routes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /api/v3/engine/{trigger}", s.auth(s.handleEngine))
+	mux.HandleFunc("POST /api/v3/engine/{trigger}", s.auth(jsonOnly(s.handleEngine)))
 	mux.HandleFunc("GET /api/v3/engine/{trigger}/tasks/{task}", s.auth(s.handleTask))
 	const base = "/api/v3/configure/processing_engine_trigger"
 	mux.HandleFunc("GET "+base, s.auth(s.handleList))
-	mux.HandleFunc("POST "+base, s.auth(s.handleCreate))
+	mux.HandleFunc("POST "+base, s.auth(jsonOnly(s.handleCreate)))
 	mux.HandleFunc("DELETE "+base, s.auth(s.handleDelete))
 	mux.HandleFunc("GET "+base+"/{name}", s.auth(s.handleShow))
 	mux.HandleFunc("DELETE "+base+"/{name}", s.auth(s.handleDelete))
-	mux.HandleFunc("POST "+base+"/enable", s.auth(s.handleEnable(false)))
-	mux.HandleFunc("POST "+base+"/disable", s.auth(s.handleEnable(true)))
+	mux.HandleFunc("POST "+base+"/enable", s.auth(jsonOnly(s.handleEnable(false))))
+	mux.HandleFunc("POST "+base+"/disable", s.auth(jsonOnly(s.handleEnable(true))))
+}
+
+// jsonOnly refuses a request that is not declared application/json with
+// 415. A page on another site can send a form or text/plain POST without
+// the browser asking first (CSRF); application/json it cannot.
+func jsonOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != "application/json" {
+			writeJSON(w, http.StatusUnsupportedMediaType, map[string]any{"status": "failed",
+				"message": "send the request as JSON: Content-Type: application/json (even with an empty body)"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// bearerToken is the token of an Authorization header, its scheme matched
+// case-insensitively (RFC 9110: "bearer" is "Bearer").
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(tok, " "), true
 }
 
 // auth enforces regressd's own request authorization when tokens are set.
@@ -59,7 +89,7 @@ func (s *Scheduler) auth(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		tok, ok := bearerToken(r.Header.Get("Authorization"))
 		if ok {
 			for _, want := range s.cfg.AuthTokens {
 				if subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
@@ -74,6 +104,21 @@ func (s *Scheduler) auth(h http.HandlerFunc) http.HandlerFunc {
 
 func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	// The key is asked for before the trigger is looked up: a caller
+	// without one learns nothing of which triggers exist.
+	key := s.serviceKey(r)
+	if key == "" {
+		msg := "no model-service key: send it in the " + HeaderServiceKey + " (or " + HeaderNoriKey + ") header, or set SERVICE_API_KEY in the server's environment"
+		if r.Header.Get("Authorization") != "" {
+			msg += " (the Authorization header is regressd's own request authorization and never reaches the model service)"
+		}
+		writeFailed(w, http.StatusUnauthorized, "", msg)
+		return
+	}
+	if len(key) > MaxServiceKey {
+		writeFailed(w, http.StatusBadRequest, "", fmt.Sprintf("the model-service key is %d bytes, over the limit of %d", len(key), MaxServiceKey))
+		return
+	}
 	t, err := s.store.FindRequest(ctx, r.PathValue("trigger"))
 	if err != nil {
 		status := http.StatusInternalServerError
@@ -85,15 +130,6 @@ func (s *Scheduler) handleEngine(w http.ResponseWriter, r *http.Request) {
 	}
 	if t.Disabled {
 		writeFailed(w, http.StatusConflict, "", fmt.Sprintf("trigger %q is disabled; enable it with 'regressd trigger enable %s'", t.Name, t.Name))
-		return
-	}
-	key := s.serviceKey(r)
-	if key == "" {
-		msg := "no model-service key: send it in the " + HeaderServiceKey + " (or " + HeaderNoriKey + ") header, or set SERVICE_API_KEY in the server's environment"
-		if r.Header.Get("Authorization") != "" {
-			msg += " (the Authorization header is regressd's own request authorization and never reaches the model service)"
-		}
-		writeFailed(w, http.StatusUnauthorized, "", msg)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxEngineBody))
@@ -173,6 +209,10 @@ func (s *Scheduler) serviceKey(r *http.Request) string {
 // under its trigger's name (a scheduled trigger has no path).
 func (s *Scheduler) handleTask(w http.ResponseWriter, r *http.Request) {
 	path := r.PathValue("trigger")
+	if !taskIDRE.MatchString(r.PathValue("task")) {
+		writeFailed(w, http.StatusNotFound, "", fmt.Sprintf("no such task for this trigger: %q is not a task id", truncate(r.PathValue("task"), maxEcho)))
+		return
+	}
 	sum, ok, err := s.pub.Task(r.Context(), r.PathValue("task"))
 	if err == nil && ok && sum.Trigger != path {
 		t, ferr := s.store.FindRequest(r.Context(), path)
@@ -187,6 +227,10 @@ func (s *Scheduler) handleTask(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, sum)
 	}
 }
+
+// taskIDRE matches what may be a task id (schemas.TaskID makes t_ and 20
+// hex digits): anything else ("*", "a.b") is no task, not a bucket key.
+var taskIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // writeSummary answers an engine call from a task's final summary: HTTP
 // 200 for every outcome of a run, its status mirrored at the top level
@@ -304,10 +348,10 @@ func bodyObject(body []byte) (map[string]json.RawMessage, []error) {
 	// things is refused, as duplicate trigger arguments and tags are.
 	var errs []error
 	for _, k := range duplicateKeys(body) {
-		errs = append(errs, fmt.Errorf("body key %q given twice", k))
+		errs = append(errs, fmt.Errorf("body key %q given twice", truncate(k, maxEcho)))
 	}
 	for _, k := range duplicateKeys(raw["tags"]) {
-		errs = append(errs, fmt.Errorf("tags: key %q given twice", k))
+		errs = append(errs, fmt.Errorf("tags: key %q given twice", truncate(k, maxEcho)))
 	}
 	return raw, errs
 }
@@ -325,7 +369,7 @@ func bodyKeyAllowed(k string) error {
 	if _, known := argDefaults[k]; known || k == ArgConfigFile || slices.Contains(requiredArgs, k) {
 		return fmt.Errorf("body key %q is an operator setting: set it in the trigger's arguments (or its config file); a request body may set only %s", k, bodyKeyList)
 	}
-	return fmt.Errorf("unknown body key %q (allowed: %s)", k, bodyKeyList)
+	return fmt.Errorf("unknown body key %q (allowed: %s)", truncate(k, maxEcho), bodyKeyList)
 }
 
 // duplicateKeys returns the keys that a JSON object names more than once,
@@ -394,7 +438,7 @@ func bodyString(k string, v json.RawMessage) (string, error) {
 }
 
 func writeFailed(w http.ResponseWriter, status int, taskID, msg string) {
-	body := map[string]any{"status": schemas.StatusFailed, "message": msg}
+	body := map[string]any{"status": schemas.StatusFailed, "message": truncate(msg, maxMessage)}
 	if taskID != "" {
 		body["task_id"] = taskID
 	}

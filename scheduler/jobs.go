@@ -83,7 +83,7 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream, lookup TaskLookup
 // duplicate is true and the task id names that run. The message id also
 // makes JetStream drop a second publish within its duplicate window.
 func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) (taskID string, duplicate bool, err error) {
-	msgID := schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID, job.DryRun)
+	msgID := job.MsgID(runID)
 	// A task id names one run of a window. While that run is under way, or
 	// within the duplicate window after it ended, the same window asked for
 	// again is that run (a retried webhook, two schedulers). Once it ended
@@ -103,7 +103,7 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 		if !sum.Done() && time.Since(sum.Updated) < staleRun || sum.Done() && time.Since(sum.Updated) < p.dupWindow {
 			return sum.TaskID, true, nil
 		}
-		msgID = schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, runID+"|after:"+sum.TaskID, job.DryRun)
+		msgID = job.MsgID(runID + "|after:" + sum.TaskID)
 	}
 	return p.publishAs(ctx, job, msgID)
 }
@@ -112,6 +112,11 @@ func (p *Publisher) Publish(ctx context.Context, job schemas.Job, runID string) 
 // is true when JetStream already had it.
 func (p *Publisher) publishAs(ctx context.Context, job schemas.Job, msgID string) (taskID string, duplicate bool, err error) {
 	job.TaskID = schemas.TaskID(msgID)
+	if job.Seal != nil {
+		if job.SealedKey, err = job.Seal(job.TaskID); err != nil {
+			return "", false, fmt.Errorf("seal key: %w", err)
+		}
+	}
 	msg, err := schemas.NewJobMsg(job)
 	if err != nil {
 		return "", false, err

@@ -192,9 +192,9 @@ type Replay struct {
 	Parallel int
 	// NoWait publishes every job without waiting for its task.
 	NoWait bool
-	// Seal seals the model-service key for one job, when it starts, so the
-	// seal is fresh.
-	Seal func() (string, error)
+	// Seal seals the model-service key for one job's task, when it
+	// starts, so the seal is fresh and opens for that task only.
+	Seal func(taskID string) (string, error)
 	// Done is told of each window once it finished or failed to start.
 	Done func(*ReplayWindow)
 }
@@ -222,13 +222,9 @@ func (r Replay) Run(ctx context.Context, pub *Publisher, windows []*ReplayWindow
 		}
 	}
 	start := func(w *ReplayWindow) {
-		sealed, err := r.Seal()
-		if err != nil {
-			w.Err = fmt.Errorf("seal key: %w", err)
-			return
-		}
 		job := w.Job
-		job.Trigger, job.DryRun, job.Origin, job.SealedKey, job.Requested = r.Trigger, false, "replay", sealed, time.Now().UTC()
+		job.Trigger, job.DryRun, job.Origin, job.SealedKey, job.Requested = r.Trigger, false, "replay", "", time.Now().UTC()
+		job.Seal = r.Seal
 		if w.TaskID, _, w.Err = pub.Publish(ctx, job, r.RunID); w.Err != nil {
 			return
 		}

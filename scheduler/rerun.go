@@ -32,7 +32,7 @@ func (p *Publisher) PublishRequest(ctx context.Context, job schemas.Job) (taskID
 		return id, false, err
 	}
 	msgID := func(k int) string {
-		return schemas.JobMsgID(job.Trigger, job.Args, job.Start, job.End, "request:"+strconv.Itoa(k), job.DryRun)
+		return job.MsgID("request:" + strconv.Itoa(k))
 	}
 	exists := func(k int) (schemas.TaskSummary, bool, error) {
 		return p.recorded(ctx, schemas.TaskID(msgID(k)))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -123,12 +122,9 @@ func (s *Scheduler) Publisher() *Publisher { return s.pub }
 // submit seals the key and publishes a job: a request's with
 // PublishRequest, any other's with Publish.
 func (s *Scheduler) submit(ctx context.Context, trigger string, args schemas.RunArgs, start, end time.Time, dryRun bool, origin, key string) (string, error) {
-	sealed, err := s.cfg.Sealer.Seal(key, s.cfg.KeyTTL)
-	if err != nil {
-		return "", fmt.Errorf("seal key: %w", err)
-	}
 	job := schemas.Job{Trigger: trigger, Args: args, Start: start, End: end, DryRun: dryRun,
-		Origin: origin, SealedKey: sealed, Requested: time.Now().UTC()}
+		Origin: origin, Requested: time.Now().UTC(), KeyID: s.cfg.Sealer.KeyID(key),
+		Seal: func(taskID string) (string, error) { return s.cfg.Sealer.Seal(key, taskID, s.cfg.KeyTTL) }}
 	// The task's trace starts here; the job's headers carry it on.
 	ctx, span := s.cfg.Tracing.Start(ctx, "regressd.task", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(tracing.AttrTrigger.String(trigger), tracing.AttrOrigin.String(origin)))

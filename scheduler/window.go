@@ -29,6 +29,12 @@ func ResolveWindow(start, end *time.Time, window time.Duration, now time.Time) (
 	if !s.Before(e) {
 		return s, e, fmt.Errorf("start_time %s is not before end_time %s", s.Format(time.RFC3339), e.Format(time.RFC3339))
 	}
+	// A window reaching outside years 1 … 9999 cannot be written as a
+	// timestamp (the job's JSON, PostgreSQL's bounds): refused here, not
+	// failed later as a server error.
+	if s.Year() < 1 || e.Year() > 9999 {
+		return s, e, fmt.Errorf("the window [%s, %s) reaches outside the years 1 to 9999: choose a start_time, end_time or window inside them", s.Format(time.RFC3339), e.Format(time.RFC3339))
+	}
 	return s, e, nil
 }
 

@@ -60,6 +60,24 @@ type Job struct {
 	// SealedKey is the model-service key sealed for the workers (never plain).
 	SealedKey string    `json:"sealed_key,omitempty"`
 	Requested time.Time `json:"requested"`
+
+	// KeyID is the model-service key's id (Sealer.KeyID), never the key:
+	// it joins the job's deduplication key, so that a run under one key
+	// never answers a request under another. Not sent.
+	KeyID string `json:"-"`
+	// Seal, when set, seals the key for the task id the job is published
+	// under (the publisher knows it only then) into SealedKey. Not sent.
+	Seal func(taskID string) (string, error) `json:"-"`
+}
+
+// MsgID is the job's message id (JobMsgID) with its key's id: the runs
+// of one window under two keys are two runs.
+func (j Job) MsgID(runID string) string {
+	id := JobMsgID(j.Trigger, j.Args, j.Start, j.End, runID, j.DryRun)
+	if j.KeyID != "" {
+		id += "|key:" + j.KeyID
+	}
+	return id
 }
 
 // TaskMeta travels in the HeaderTask header of every batch and result of a

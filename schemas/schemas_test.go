@@ -18,29 +18,48 @@ func TestSealRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sealed, err := s.Seal("my-key", time.Minute)
+	sealed, err := s.Seal("my-key", "t_1", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(sealed, "my-key") {
 		t.Fatal("sealed text contains the key")
 	}
-	if got, err := s.Open(sealed); err != nil || got != "my-key" {
+	if got, err := s.Open(sealed, "t_1"); err != nil || got != "my-key" {
 		t.Fatalf("open=%q %v", got, err)
 	}
+	// A seal is bound to its task: replayed into another task's job, it
+	// does not open.
+	if got, err := s.Open(sealed, "t_2"); err == nil {
+		t.Fatalf("a key sealed for t_1 opened for t_2: %q", got)
+	}
 	other, _ := NewSealer([]byte("another-secret-0123456"))
-	if _, err := other.Open(sealed); err == nil {
+	if _, err := other.Open(sealed, "t_1"); err == nil {
 		t.Fatal("opened with the wrong secret")
 	}
-	expired, _ := s.Seal("k", -time.Second)
-	if _, err := s.Open(expired); err != ErrSealExpired {
+	expired, _ := s.Seal("k", "t_1", -time.Second)
+	if _, err := s.Open(expired, "t_1"); err != ErrSealExpired {
 		t.Fatalf("expired: %v", err)
 	}
-	if _, err := s.Open("!!!"); err == nil {
+	if _, err := s.Open("!!!", "t_1"); err == nil {
 		t.Fatal("opened garbage")
 	}
 	if _, err := NewSealer([]byte("short")); err == nil {
 		t.Fatal("short secret accepted")
+	}
+}
+
+// A key's id tells keys apart without revealing them: stable for one key
+// and secret, different for another key or another secret, never the key.
+func TestKeyID(t *testing.T) {
+	s, _ := NewSealer([]byte("0123456789abcdef-secret"))
+	o, _ := NewSealer([]byte("another-secret-0123456"))
+	a := s.KeyID("valid-key")
+	if a == "" || a != s.KeyID("valid-key") || strings.Contains(a, "valid-key") {
+		t.Fatalf("KeyID = %q", a)
+	}
+	if a == s.KeyID("bogus-key") || a == o.KeyID("valid-key") || s.KeyID("") != "" {
+		t.Fatal("KeyID does not tell keys (or secrets) apart")
 	}
 }
 

@@ -228,7 +228,13 @@ func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.R
 	}
 	var key string
 	if w.cfg.NeedKey {
-		if key, err = w.cfg.Sealer.Open(meta.SealedKey); err != nil {
+		// A group_by run's series carry their run's sealed key: it is bound
+		// to the run's task id.
+		sealedFor := meta.TaskID
+		if meta.Parent != "" {
+			sealedFor = meta.Parent
+		}
+		if key, err = w.cfg.Sealer.Open(meta.SealedKey, sealedFor); err != nil {
 			return nil, Final(fmt.Errorf("model-service key: %w (do all roles share REGRESSD_SECRET?)", err))
 		}
 	}

@@ -226,7 +226,7 @@ func TestDLQRetryRepairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sealed, _ := sealer.Seal("test-key", time.Hour)
+	sealed, _ := sealer.Seal("test-key", "t_retried_job", time.Hour)
 	job, _ := json.Marshal(schemas.Job{Schema: schemas.Version, TaskID: "t_retried_job", Trigger: "rj", SealedKey: sealed,
 		Args: pipelinetest.MustArgs(t, pipelinetest.ArgsModel("rj", "vendor/model-x", "")), Start: pipelinetest.T0, End: pipelinetest.T0.Add(100 * time.Hour), Origin: "webhook"})
 	e.PublishRaw("regress.dlq.regress_jobs.rj", map[string]string{schemas.HeaderSchema: schemas.Version,

@@ -150,15 +150,15 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 // keySealer seals SERVICE_API_KEY for the workers with the roles' secret;
 // without a key, jobs carry none (the built-in engine needs none; a hosted
 // gateway will refuse them).
-func (c *replayCommand) keySealer(log *slog.Logger) (func() (string, error), error) {
+func (c *replayCommand) keySealer(log *slog.Logger) (func(string) (string, error), error) {
 	key := os.Getenv("SERVICE_API_KEY")
 	if key == "" {
 		log.Warn("SERVICE_API_KEY is not set: replayed jobs carry no model-service key (fine for the built-in engine; a hosted gateway will refuse them)")
-		return func() (string, error) { return "", nil }, nil
+		return func(string) (string, error) { return "", nil }, nil
 	}
 	sealer, err := c.common.Sealer([]byte(os.Getenv("REGRESSD_SECRET")), false)
 	if err != nil {
 		return nil, fmt.Errorf("seal SERVICE_API_KEY: %w", err)
 	}
-	return func() (string, error) { return sealer.Seal(key, time.Hour) }, nil
+	return func(taskID string) (string, error) { return sealer.Seal(key, taskID, time.Hour) }, nil
 }

@@ -149,7 +149,7 @@ func checkReplayedKey(t *testing.T, e *pipelinetest.Env) {
 	}
 	secret, _ := os.ReadFile(filepath.Join(e.DataDir, "secret"))
 	sealer, _ := schemas.NewSealer(secret)
-	if key, err := sealer.Open(job.SealedKey); err != nil || key != "replay-canary-9d2f" {
+	if key, err := sealer.Open(job.SealedKey, job.TaskID); err != nil || key != "replay-canary-9d2f" {
 		t.Fatalf("sealed key opens to %q, %v", key, err)
 	}
 }

@@ -7,6 +7,11 @@
 // kept, mode 0600, in the cluster's directory as a libpq password file that
 // URL names (passfile=), so only who can read the directory can connect; a
 // Fast (test) cluster trusts local connections instead.
+//
+// URL connects as AppRole, which owns the regressd database and nothing
+// more: not a superuser, so a leaked password file cannot run programs or
+// read files on the server (COPY … TO PROGRAM). Role, the superuser, only
+// creates AppRole and the database, with its own password file.
 package pgcluster
 
 import (
@@ -36,16 +41,22 @@ import (
 // ErrNotRunning means Attach found no server running in the directory.
 var ErrNotRunning = errors.New("private postgres is not running")
 
-// passFile is the libpq password file in the cluster's directory.
-const passFile = "regressd.pgpass"
+// passFile is the superuser's (Role's) libpq password file in the cluster's
+// directory; appPassFile is AppRole's, which URL names.
+const (
+	passFile    = "regressd.pgpass"
+	appPassFile = "regressd_app.pgpass"
+)
 
 // ErrNoBinaries means no PostgreSQL server binaries were found.
 var ErrNoBinaries = errors.New("PostgreSQL server binaries (initdb, pg_ctl) not found: install the distribution's package (Debian/Ubuntu: apt-get install postgresql; Fedora: dnf install postgresql-server) or pass --database-url")
 
-// Database and role created in every private cluster.
+// Database and roles created in every private cluster: Role is the
+// superuser (initdb's bootstrap role), AppRole the role URL connects as.
 const (
 	Database = "regressd"
 	Role     = "regressd"
+	AppRole  = "regressd_app"
 )
 
 // Options configure Start.
@@ -64,10 +75,11 @@ type Cluster struct {
 	bin   string
 	port  int
 	owned bool
-	// passfile is the password file's path; empty for a trusting cluster.
-	passfile string
-	cred     *syscall.Credential
-	logger   *slog.Logger
+	// passfile and appPassfile are the password files' paths (Role's and
+	// AppRole's); empty for a trusting cluster.
+	passfile, appPassfile string
+	cred                  *syscall.Credential
+	logger                *slog.Logger
 }
 
 // FindBinDir locates initdb and pg_ctl: `pg_config --bindir`, then the newest
@@ -125,7 +137,7 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	c.owned = true
-	if err := c.ensureDatabase(ctx); err != nil {
+	if err := c.ensureDatabase(ctx, o.Fast); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -183,6 +195,9 @@ func open(o Options) (*Cluster, error) {
 	if p := filepath.Join(c.dir, passFile); fileExists(p) {
 		c.passfile = p
 	}
+	if p := filepath.Join(c.dir, appPassFile); fileExists(p) {
+		c.appPassfile = p
+	}
 	return c, nil
 }
 
@@ -208,13 +223,26 @@ func fileExists(p string) bool {
 // URL is the connection string of the cluster's regressd database.
 func (c *Cluster) URL() string { return c.DatabaseURL(Database) }
 
-// DatabaseURL is the connection string of one database in the cluster. It
-// holds no secret: the password is read from the file passfile= names, by
-// pgx and psql alike.
+// DatabaseURL is the connection string of one database in the cluster, as
+// AppRole. It holds no secret: the password is read from the file
+// passfile= names, by pgx and psql alike. A cluster of an earlier regressd
+// that has no AppRole yet (attached to, never started by this one) is
+// reached as Role.
 func (c *Cluster) DatabaseURL(db string) string {
-	u := fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", Role, c.port, db)
-	if c.passfile != "" {
-		u += "&passfile=" + url.QueryEscape(c.passfile)
+	if c.appPassfile == "" && c.passfile != "" {
+		return c.AdminURL(db)
+	}
+	return c.roleURL(AppRole, c.appPassfile, db)
+}
+
+// AdminURL is DatabaseURL as the superuser Role: for creating databases
+// and roles (the test harness), never for regressd's own work.
+func (c *Cluster) AdminURL(db string) string { return c.roleURL(Role, c.passfile, db) }
+
+func (c *Cluster) roleURL(role, passfile, db string) string {
+	u := fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", role, c.port, db)
+	if passfile != "" {
+		u += "&passfile=" + url.QueryEscape(passfile)
 	}
 	return u
 }
@@ -380,11 +408,30 @@ func newPassword() string {
 // readable by this process's user only (libpq ignores a laxer file).
 func (c *Cluster) writePassfile(password string) error {
 	p := filepath.Join(c.dir, passFile)
-	if err := os.WriteFile(p, []byte("*:*:*:"+Role+":"+password+"\n"), 0o600); err != nil {
+	if err := writeSecret(p, "*:*:*:"+Role+":"+password+"\n"); err != nil {
 		return fmt.Errorf("private postgres: write %s: %w", p, err)
 	}
 	c.passfile = p
 	return nil
+}
+
+// writeSecret writes a password file afresh, readable by this user only:
+// never through a symlink (O_NOFOLLOW) and never into a file that someone
+// else created first (O_EXCL after removing the old one), so a link
+// planted where it goes redirects nothing, run as root or not.
+func writeSecret(p, content string) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // hbaPassword is the pg_hba.conf of a cluster that requires the password.
@@ -401,7 +448,7 @@ host    replication     all     ::1/128         scram-sha-256
 // requirePassword turns a trusting cluster, as earlier regressd versions
 // created, into one that requires a generated password.
 func (c *Cluster) requirePassword(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, c.DatabaseURL("postgres"))
+	conn, err := pgx.Connect(ctx, c.AdminURL("postgres"))
 	if err != nil {
 		return fmt.Errorf("private postgres: %w", err)
 	}
@@ -470,7 +517,7 @@ func (c *Cluster) runningPort() (int, bool) {
 func (c *Cluster) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		conn, err := pgx.Connect(ctx, c.DatabaseURL("postgres"))
+		conn, err := pgx.Connect(ctx, c.AdminURL("postgres"))
 		if err == nil {
 			conn.Close(ctx)
 			return nil
@@ -482,23 +529,93 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	}
 }
 
-func (c *Cluster) ensureDatabase(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, c.DatabaseURL("postgres"))
+// ensureDatabase creates AppRole (with its password unless fast) and the
+// database it owns; a database of an earlier regressd, owned by Role, is
+// handed to AppRole with its tables, views and schemas.
+func (c *Cluster) ensureDatabase(ctx context.Context, fast bool) error {
+	conn, err := pgx.Connect(ctx, c.AdminURL("postgres"))
 	if err != nil {
 		return fmt.Errorf("private postgres: %w", err)
 	}
 	defer conn.Close(ctx)
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, Database).Scan(&exists); err != nil {
+	app := pgx.Identifier{AppRole}.Sanitize()
+	var roleExists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, AppRole).Scan(&roleExists); err != nil {
 		return fmt.Errorf("private postgres: %w", err)
 	}
-	if !exists {
-		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{Database}.Sanitize()); err != nil {
+	if !roleExists {
+		if _, err := conn.Exec(ctx, "CREATE ROLE "+app+" LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"); err != nil {
+			return fmt.Errorf("private postgres: create role %s: %w", AppRole, err)
+		}
+	}
+	if !fast && c.appPassfile == "" {
+		password := newPassword()
+		for _, set := range []string{"SET password_encryption = 'scram-sha-256'", "SET log_statement = 'none'"} {
+			if _, err := conn.Exec(ctx, set); err != nil {
+				return fmt.Errorf("private postgres: %s: %w", set, err)
+			}
+		}
+		if _, err := conn.Exec(ctx, "ALTER ROLE "+app+" PASSWORD '"+password+"'"); err != nil {
+			return fmt.Errorf("private postgres: set %s password: %w", AppRole, err)
+		}
+		p := filepath.Join(c.dir, appPassFile)
+		if err := writeSecret(p, "*:*:*:"+AppRole+":"+password+"\n"); err != nil {
+			return fmt.Errorf("private postgres: write %s: %w", p, err)
+		}
+		c.appPassfile = p
+	}
+	var owner string
+	err = conn.QueryRow(ctx, `SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1`, Database).Scan(&owner)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{Database}.Sanitize()+" OWNER "+app); err != nil {
 			return fmt.Errorf("private postgres: create database: %w", err)
 		}
+	case err != nil:
+		return fmt.Errorf("private postgres: %w", err)
+	case owner != AppRole:
+		return c.handOver(ctx)
 	}
 	return nil
 }
+
+// handOver gives the database of an earlier regressd, and what Role
+// created in it, to AppRole.
+func (c *Cluster) handOver(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, c.AdminURL(Database))
+	if err != nil {
+		return fmt.Errorf("private postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{Database}.Sanitize()+" OWNER TO "+pgx.Identifier{AppRole}.Sanitize()); err != nil {
+		return fmt.Errorf("private postgres: hand the database to %s: %w", AppRole, err)
+	}
+	if _, err := conn.Exec(ctx, handOverSQL); err != nil {
+		return fmt.Errorf("private postgres: hand the tables to %s: %w", AppRole, err)
+	}
+	c.logger.Info("private postgres: the database now belongs to the unprivileged role", "role", AppRole)
+	return nil
+}
+
+// handOverSQL gives Role's schemas, tables and views in the database to
+// AppRole (a table's indexes and sequences follow it).
+const handOverSQL = `DO $$
+DECLARE r record;
+BEGIN
+	FOR r IN SELECT nspname FROM pg_namespace
+		WHERE nspowner = '` + Role + `'::regrole AND nspname NOT LIKE 'pg\_%' AND nspname NOT IN ('information_schema', 'public') LOOP
+		EXECUTE format('ALTER SCHEMA %I OWNER TO ` + AppRole + `', r.nspname);
+	END LOOP;
+	FOR r IN SELECT n.nspname, c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relowner = '` + Role + `'::regrole AND c.relkind IN ('r', 'p', 'v', 'm')
+			AND n.nspname NOT LIKE 'pg\_%' AND n.nspname <> 'information_schema' LOOP
+		IF r.relkind = 'm' THEN
+			EXECUTE format('ALTER MATERIALIZED VIEW %I.%I OWNER TO ` + AppRole + `', r.nspname, r.relname);
+		ELSE
+			EXECUTE format('ALTER TABLE %I.%I OWNER TO ` + AppRole + `', r.nspname, r.relname);
+		END IF;
+	END LOOP;
+END $$`
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -67,7 +67,7 @@ func Start(ctx context.Context) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	return &Server{adminURL: c.DatabaseURL("postgres"), cluster: c}, nil
+	return &Server{adminURL: c.AdminURL("postgres"), cluster: c}, nil
 }
 
 // Stop stops the private cluster, if any, and removes its files.
