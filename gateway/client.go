@@ -336,7 +336,7 @@ func decodePredictions(raw []json.RawMessage, want int) ([]float64, error) {
 			continue
 		}
 		if err := json.Unmarshal(r, &out[i]); err != nil {
-			return nil, fmt.Errorf("%w: prediction %d is %s, not a number", ErrBadResponse, i, kind(r))
+			return nil, fmt.Errorf("%w: prediction %d is %s, not a number", ErrBadResponse, i, gpu.JSONKind(r))
 		}
 	}
 	return out, nil

@@ -108,7 +108,7 @@ func parseMemoryPolicy(raw json.RawMessage) (servedPolicy, error) {
 				continue
 			}
 			if err := json.Unmarshal(v, dst); err != nil {
-				probs = append(probs, fmt.Sprintf("%s must be a boolean, got %s", name, kind(v)))
+				probs = append(probs, fmt.Sprintf("%s must be a boolean, got %s", name, gpu.JSONKind(v)))
 			}
 		}
 		if len(probs) > 0 {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/regressd/regressd/gpu"
 )
 
 // predictRequest is a decoded POST /predict body. decodeBody checks its
@@ -74,7 +76,7 @@ func decodeBody(r io.Reader, budget cellBudget) (*predictRequest, error) {
 		return nil, err
 	}
 	if c != '{' {
-		return nil, invalid("the body must be a JSON object with model, X_train, y_train and X_test, got %s", kind([]byte{c}))
+		return nil, invalid("the body must be a JSON object with model, X_train, y_train and X_test, got %s", gpu.JSONKind([]byte{c}))
 	}
 	req := &predictRequest{}
 	seen := map[string]bool{}
@@ -146,7 +148,7 @@ func (req *predictRequest) small(raw json.RawMessage, key string) error {
 		}
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", invalid("%s must be a string, got %s", key, kind(raw))
+			return "", invalid("%s must be a string, got %s", key, gpu.JSONKind(raw))
 		}
 		return s, nil
 	}
@@ -164,7 +166,7 @@ func (req *predictRequest) small(raw json.RawMessage, key string) error {
 		}
 		var levels []json.Number
 		if e := json.Unmarshal(raw, &levels); e != nil {
-			return invalid("quantiles must be an array of numbers in (0, 1), got %s", kind(raw))
+			return invalid("quantiles must be an array of numbers in (0, 1), got %s", gpu.JSONKind(raw))
 		}
 		req.Quantiles = make([]float64, len(levels))
 		for i, l := range levels {
@@ -436,28 +438,6 @@ func jsonProblem(err error) error {
 }
 
 func isNull(raw []byte) bool { return strings.TrimSpace(string(raw)) == "null" }
-
-// kind names the JSON type at the start of v for messages.
-func kind(v []byte) string {
-	s := strings.TrimSpace(string(v))
-	if len(s) == 0 {
-		return "nothing"
-	}
-	switch s[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	default:
-		return "a number"
-	}
-}
 
 // truncate bounds echoed input (a 1 MB name must not come back whole).
 func truncate(s string, n int) string {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"math"
 	"strconv"
+
+	"github.com/regressd/regressd/gpu"
 )
 
 // stream reads one JSON document from a body, byte by byte through a
@@ -227,7 +229,7 @@ func (s *stream) open() (ok, null bool, got string, err error) {
 		s.next()
 		return false, true, "", s.literal("ull")
 	}
-	return false, false, kind([]byte{c}), nil
+	return false, false, gpu.JSONKind([]byte{c}), nil
 }
 
 // empty consumes a closing bracket if it comes next.
@@ -255,7 +257,7 @@ func (s *stream) cell() (float64, bool, error) {
 	case c == 'N' || c == 'I':
 		return 0, false, s.errSyntax("", c)
 	default:
-		return 0, false, fmt.Errorf("want a number or null, got %s", kind([]byte{c}))
+		return 0, false, fmt.Errorf("want a number or null, got %s", gpu.JSONKind([]byte{c}))
 	}
 	s.num = s.num[:0]
 	for {

@@ -212,7 +212,7 @@ func ParsePolicy(raw []byte) (Policy, error) {
 		return parsePolicyObject(raw)
 	default:
 		return Policy{}, &PolicyError{Problems: []string{fmt.Sprintf(
-			"must be a preset string (%s) or an object, got %s", strings.Join(Presets(), ", "), jsonKind(raw))}}
+			"must be a preset string (%s) or an object, got %s", strings.Join(Presets(), ", "), JSONKind(raw))}}
 	}
 }
 
@@ -273,7 +273,7 @@ func parsePolicyObject(raw []byte) (Policy, error) {
 // decodeField stores one field's JSON value into p, or returns why it cannot.
 func (p *Policy) decodeField(bit policyFields, name string, v json.RawMessage) string {
 	wrongType := func(want string) string {
-		return fmt.Sprintf("%s: want %s, got %s", name, want, jsonKind(v))
+		return fmt.Sprintf("%s: want %s, got %s", name, want, JSONKind(v))
 	}
 	switch bit {
 	case pfCache, pfAllowQuantization, pfOffloadToHost, pfAdaptiveQueryChunk, pfAllowSubsample:
@@ -357,8 +357,9 @@ func jsonInteger(v json.RawMessage) (int64, bool) {
 	return int64(f), true
 }
 
-// jsonKind names the JSON type of v for error messages.
-func jsonKind(v []byte) string {
+// JSONKind names the JSON type of v for error messages ("a string",
+// "an object", ...): the engine's and the gateway's messages say it alike.
+func JSONKind(v []byte) string {
 	v = bytes.TrimSpace(v)
 	if len(v) == 0 {
 		return "nothing"

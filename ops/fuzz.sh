@@ -5,6 +5,7 @@ set -euo pipefail
 time=${1:-15s}
 targets=(
 	./gateway:FuzzPredictBody
+	./gateway:FuzzDecodeBody
 	./schemas:FuzzDecodeRecord
 	./scheduler:FuzzParseEngineBody
 	./scheduler:FuzzEngineEndpoint
