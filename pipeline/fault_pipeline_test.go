@@ -273,6 +273,7 @@ func runTask(ctx context.Context, client *http.Client, base func() string, tk fa
 		}
 		req, _ := http.NewRequestWithContext(ctx, method, base()+path, rd)
 		req.Header.Set("X-Service-Api-Key", "test-key")
+		req.Header.Set("Content-Type", "application/json")
 		res, err := client.Do(req)
 		if err != nil {
 			last, lost = err.Error(), lost || taskID == ""
