@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/regressd/regressd/bench/engine"
@@ -15,7 +14,7 @@ import (
 func (c *benchCommand) benchEngine(ctx context.Context, args []string) error {
 	cfg := engine.DefaultConfig()
 	var jsonOut bool
-	rows, queries, feats := intList(&cfg.Rows), intList(&cfg.Queries), intList(&cfg.Features)
+	rows, queries, feats := engine.Sizes(&cfg.Rows), engine.Sizes(&cfg.Queries), engine.Sizes(&cfg.Features)
 	fs := flag.NewFlagSet("bench engine", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
 	fs.Var(rows, "rows", "context rows per cell, comma-separated (the full grid: 1000,10000,100000)")
@@ -48,34 +47,5 @@ func (c *benchCommand) benchEngine(ctx context.Context, args []string) error {
 		return rep.WriteJSON(c.m.Stdout)
 	}
 	rep.WriteTable(c.m.Stdout)
-	return nil
-}
-
-// intList is a flag of comma-separated positive integers.
-type intListFlag struct{ v *[]int }
-
-func intList(v *[]int) intListFlag { return intListFlag{v} }
-
-func (f intListFlag) String() string {
-	if f.v == nil {
-		return ""
-	}
-	s := make([]string, len(*f.v))
-	for i, n := range *f.v {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}
-
-func (f intListFlag) Set(s string) error {
-	var out []int
-	for _, p := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || n < 1 {
-			return fmt.Errorf("%q is not a positive integer", p)
-		}
-		out = append(out, n)
-	}
-	*f.v = out
 	return nil
 }

@@ -22,34 +22,6 @@ func (c *evalCommand) Synopsis() string {
 	return "score a built-in model on a dataset folder (R², RMSE, baselines)"
 }
 
-const evalUsage = `Usage:
-  regressd eval --data DIR [--folds random|blocks] [--model SLUG] [--baselines FILE] [--json]
-
-Runs the engine on every *.csv in DIR and scores it: the context is a
-fold's train rows, the queries its test rows. --folds random (the default)
-uses the fixed splits in DIR/splits/ (one row per data row, columns
-seed0…seedN, 1 = test row); --folds blocks holds out each of five
-contiguous fifths of the rows in file (time) order in turn, with the other
-four as the context: gaps that come in runs, as outages do. Prints each
-dataset's mean R² and RMSE over the folds, each fold's R² beside the best
-baseline's, and the central 80% intervals (p10–p90 of the predictive
-distribution) on the test rows: coverage, mean width and interval score
-(Gneiting–Raftery, α = 0.2), beside the quantile baseline; "outside" counts
-the queries the engine found outside the context's range.
-
-Baselines: --baselines FILE, else DIR/baselines.json (random) or
-DIR/baselines_blocks.json (blocks), else, for blocks, the figures recorded
-with this build (scripts/baselines.sh), used only for data with the very
-digest they were computed on. DIR/manifest.json names each file's features
-and target; without it the last column is the target and every other
-column except "time" a feature. Empty, NA and NaN cells are missing; a
-feature column of text is one-hot encoded (at most 64 distinct values),
-and a text cell among at least 95% numbers is missing (said on stderr).
-Progress goes to stderr.
-
-Flags:
-`
-
 func (c *evalCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
@@ -59,7 +31,7 @@ func (c *evalCommand) Run(ctx context.Context, args []string) error {
 	blFile := fs.String("baselines", "", "baselines JSON file (default: DIR/baselines.json or DIR/baselines_blocks.json, else the recorded ones)")
 	asJSON := fs.Bool("json", false, "print one JSON object with suite_mean_r2 and per-dataset figures")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), evalUsage)
+		fmt.Fprint(fs.Output(), help("eval"))
 		fs.PrintDefaults()
 	}
 	if err := c.m.parse(fs, args); err != nil {

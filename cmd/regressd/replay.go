@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -61,20 +58,12 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q; run 'regressd replay -h'", fs.Arg(0))
 	}
-	now := time.Now().UTC()
-	if err := c.req.Check(now); err != nil {
-		return err
-	}
-	log := c.common.logger(c.m)
-	st, err := pipeline.Open(ctx, c.common.Stores, "regressd-replay", true, false, log)
+	bf, err := pipeline.OpenBackfill(ctx, c.common.Stores, c.req, time.Now().UTC(), c.common.logger(c.m))
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	windows, from, err := c.req.Windows(ctx, st.JS, now)
-	if err != nil {
-		return err
-	}
+	defer bf.Close()
+	windows, from := bf.Windows, bf.From
 	out := c.m.Stdout
 	if len(windows) == 0 {
 		fmt.Fprintf(out, "nothing to replay: no jobs of trigger %s %s\n", c.req.Trigger, from)
@@ -91,22 +80,11 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 		}
 		return nil
 	}
-	seal, err := c.keySealer(log)
-	if err != nil {
-		return err
-	}
-	pub, err := scheduler.NewPublisher(ctx, st.JS, nil, nil)
-	if err != nil {
-		return err
-	}
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	rid := make([]byte, 4)
-	rand.Read(rid)
-	runID := "replay-" + now.Format("20060102T150405Z") + "-" + hex.EncodeToString(rid)
 	began := time.Now()
 	bar := progress.New(c.m.Stderr, "replay", len(windows), 5*time.Second)
 	written, failed := 0, 0
@@ -118,8 +96,11 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 		bar.Detail(fmt.Sprintf("%d rows written · %d failed", written, failed))
 		bar.Add(1)
 	}
-	scheduler.Replay{Trigger: c.req.Trigger, RunID: runID, Parallel: c.req.Parallel, NoWait: c.noWait, Seal: seal, Done: done}.Run(ctx, pub, windows)
+	err = bf.Run(ctx, os.Getenv("SERVICE_API_KEY"), []byte(os.Getenv("REGRESSD_SECRET")), c.noWait, done)
 	bar.Finish()
+	if err != nil {
+		return err
+	}
 
 	t := scheduler.Tally(windows)
 	fmt.Fprintf(out, "replayed trigger %s: %d window(s) %s; took %v\n", c.req.Trigger, len(windows), from, time.Since(began).Round(time.Millisecond))
@@ -145,20 +126,4 @@ func (c *replayCommand) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("%d of %d replayed window(s) failed or did not finish", n, len(windows))
 	}
 	return nil
-}
-
-// keySealer seals SERVICE_API_KEY for the workers with the roles' secret;
-// without a key, jobs carry none (the built-in engine needs none; a hosted
-// gateway will refuse them).
-func (c *replayCommand) keySealer(log *slog.Logger) (func(string) (string, error), error) {
-	key := os.Getenv("SERVICE_API_KEY")
-	if key == "" {
-		log.Warn("SERVICE_API_KEY is not set: replayed jobs carry no model-service key (fine for the built-in engine; a hosted gateway will refuse them)")
-		return func(string) (string, error) { return "", nil }, nil
-	}
-	sealer, err := c.common.Sealer([]byte(os.Getenv("REGRESSD_SECRET")), false)
-	if err != nil {
-		return nil, fmt.Errorf("seal SERVICE_API_KEY: %w", err)
-	}
-	return func(taskID string) (string, error) { return sealer.Seal(key, taskID, time.Hour) }, nil
 }

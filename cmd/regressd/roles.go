@@ -67,26 +67,7 @@ func (c *roleCommand) flags() *flag.FlagSet {
 	fs.IntVar(&c.concurrency, "concurrency", 2, "messages each role handles at once")
 	fs.DurationVar(&c.waitTimeout, "wait-timeout", 10*time.Minute, "scheduler: how long an engine call waits for its task before answering 202")
 	fs.StringVar(&c.configDir, "config-dir", envOr("REGRESSD_CONFIG_DIR", ""), "scheduler: directory of the TOML files triggers name in config_file_path, which is never outside it (env REGRESSD_CONFIG_DIR)")
-	fs.Int64Var(&c.gw.MaxBodyBytes, "max-body-bytes", gateway.DefaultMaxBodyBytes, "gateway: largest /predict body in bytes; larger gets 413")
-	fs.Float64Var(&c.gw.RatePerMinute, "rate-per-minute", gateway.DefaultRatePerMinute, "gateway: requests per minute allowed per key; more gets 429 with Retry-After")
-	fs.IntVar(&c.gw.RateBurst, "rate-burst", gateway.DefaultRateBurst, "gateway: requests a key may send back to back before the rate applies")
-	fs.IntVar(&c.gw.MaxConcurrent, "max-concurrent", 2, "gateway: predictions computed at once")
-	fs.IntVar(&c.gw.MaxQueue, "max-queue", 8, "gateway: requests that may wait for a prediction slot; more get 503 with Retry-After")
-	fs.IntVar(&c.gw.MaxRows, "max-rows", gateway.DefaultMaxRows, "gateway: most rows of X_train, and of X_test, per request; more gets 413")
-	fs.IntVar(&c.gw.MaxColumns, "max-columns", gateway.DefaultMaxColumns, "gateway: most features per row; more gets 413")
-	fs.Int64Var(&c.gw.MaxCells, "max-cells", gateway.DefaultMaxCells, "gateway: most values (X_train, X_test, y_train) per request, 8 bytes each once decoded; more gets 413")
-	fs.Int64Var(&c.gw.MaxKeyCells, "max-key-cells", 2*gateway.DefaultMaxCells, "gateway: most values one key's requests may hold at once; more gets 429 with Retry-After")
-	fs.Func("model-alias", "gateway: name=slug, another name /predict accepts for a built-in model (repeatable; replaces the default vendor aliases, see 'regressd models')", func(v string) error {
-		name, slug, err := gateway.ParseModelAlias(v)
-		if err != nil {
-			return err
-		}
-		if c.gw.ModelAliases == nil {
-			c.gw.ModelAliases = map[string]string{}
-		}
-		c.gw.ModelAliases[name] = slug
-		return nil
-	})
+	gatewayFlags := c.gw.RegisterFlags(fs)
 
 	demo := name == "demo" // listens on a free port and for no NATS clients
 	bus := c.has(pipeline.Scheduler, pipeline.Producer, pipeline.Worker, pipeline.Writer)
@@ -96,8 +77,7 @@ func (c *roleCommand) flags() *flag.FlagSet {
 		"predictor": c.has(pipeline.Worker), "gateway-url": c.has(pipeline.Worker, pipeline.Scheduler),
 		"device-memory": c.has(pipeline.Worker, pipeline.Gateway), "concurrency": c.has(pipeline.Producer, pipeline.Worker, pipeline.Writer),
 		"wait-timeout": c.has(pipeline.Scheduler), "config-dir": c.has(pipeline.Scheduler)}
-	for _, n := range []string{"gateway-addr", "max-body-bytes", "rate-per-minute", "rate-burst", "max-concurrent", "max-queue",
-		"max-rows", "max-columns", "max-cells", "max-key-cells", "model-alias"} {
+	for _, n := range append(gatewayFlags, "gateway-addr") {
 		used[n] = c.has(pipeline.Gateway)
 	}
 	// Hidden are the role flags this command ignores; flags a caller adds
