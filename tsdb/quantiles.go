@@ -79,14 +79,7 @@ func upsertQuantiles(ctx context.Context, tx pgx.Tx, s Series, points []Point, k
 	})); err != nil {
 		return 0, fmt.Errorf("copy predictions: %w", err)
 	}
-	cols := []string{`"time"`, "value", "model", "source", "target"}
-	sel := []string{`"time"`, "value", "$1", "$2", "$3"}
-	args := []any{s.Model, s.Measurement, s.Target}
-	for i, v := range s.tagArgs() {
-		cols = append(cols, pgx.Identifier{s.TagColumns[i]}.Sanitize())
-		args = append(args, v)
-		sel = append(sel, "$"+strconv.Itoa(len(args))+"::text")
-	}
+	cols, sel, args := s.stagedColumns()
 	set := []string{"value = EXCLUDED.value"}
 	for k, q := range s.Quantiles {
 		id := pgx.Identifier{q}.Sanitize()

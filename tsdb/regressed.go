@@ -72,6 +72,21 @@ func inSchema(n int) string {
 }
 
 // tagArgs returns the tag values in TagColumns order, nil for NULL.
+// stagedColumns are the columns a point staged as "time" and value gets
+// in the regressed table, the SELECT list that fills them, and its
+// arguments: the provenance and the series' tags, bound.
+func (s Series) stagedColumns() (cols, sel []string, args []any) {
+	cols = []string{`"time"`, "value", "model", "source", "target"}
+	sel = []string{`"time"`, "value", "$1", "$2", "$3"}
+	args = []any{s.Model, s.Measurement, s.Target}
+	for i, v := range s.tagArgs() {
+		cols = append(cols, pgx.Identifier{s.TagColumns[i]}.Sanitize())
+		args = append(args, v)
+		sel = append(sel, "$"+strconv.Itoa(len(args))+"::text")
+	}
+	return cols, sel, args
+}
+
 func (s Series) tagArgs() []any {
 	out := make([]any, len(s.TagColumns))
 	for i, t := range s.TagColumns {
@@ -447,14 +462,7 @@ func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point, keep bool,
 	})); err != nil {
 		return 0, fmt.Errorf("copy predictions: %w", err)
 	}
-	cols := []string{`"time"`, "value", "model", "source", "target"}
-	sel := []string{`"time"`, "value", "$1", "$2", "$3"}
-	args := []any{s.Model, s.Measurement, s.Target}
-	for i, v := range s.tagArgs() {
-		cols = append(cols, pgx.Identifier{s.TagColumns[i]}.Sanitize())
-		args = append(args, v)
-		sel = append(sel, "$"+strconv.Itoa(len(args))+"::text")
-	}
+	cols, sel, args := s.stagedColumns()
 	onConflict := "DO UPDATE SET value = EXCLUDED.value"
 	if keep {
 		onConflict = "DO NOTHING"
