@@ -75,10 +75,6 @@ type Scheduler struct {
 	stopping atomic.Bool
 	waitMu   sync.Mutex
 	waits    map[*context.CancelFunc]struct{}
-
-	// Counters for /metrics.
-	TicksFired   atomic.Int64
-	TicksSkipped atomic.Int64
 }
 
 type scheduled struct {
@@ -249,7 +245,6 @@ func (s *Scheduler) resolveTrigger(t Trigger) (run Run, fromFile bool, err error
 func (s *Scheduler) fire(ctx context.Context, t Trigger, fireTime time.Time, running *atomic.Pointer[string]) {
 	name := t.Name
 	if prev := running.Load(); prev != nil {
-		s.TicksSkipped.Add(1)
 		s.cfg.Metrics.ScheduleTick(true)
 		s.log.Info("tick skipped: previous run still in progress", "trigger", name, "task_id", *prev)
 		return
@@ -264,7 +259,6 @@ func (s *Scheduler) fire(ctx context.Context, t Trigger, fireTime time.Time, run
 		s.log.Error("scheduled run not queued", "trigger", name, "err", err)
 		return
 	}
-	s.TicksFired.Add(1)
 	s.cfg.Metrics.ScheduleTick(false)
 	taskID, err := s.submit(ctx, name, run.Args, start, end, run.DryRun, "schedule", s.cfg.ServiceKey)
 	if err != nil {
