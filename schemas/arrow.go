@@ -117,6 +117,9 @@ func DecodeRecord(b []byte, want *arrow.Schema) (rec arrow.RecordBatch, err erro
 		}
 	}
 	// Nothing in the stream may claim more than the stream holds.
+	if err := checkSchemaMessage(b); err != nil {
+		return nil, fmt.Errorf("decode arrow: %w", err)
+	}
 	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(&budgetAllocator{memory.DefaultAllocator, decodeBudget(len(b))}),
 		ipc.WithMetadataSizeLimit(int64(len(b))), ipc.WithBodySizeLimit(int64(len(b))))
 	if err != nil {
