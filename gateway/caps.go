@@ -21,15 +21,16 @@ const (
 	refusedKeyCells        refusal = "key_cells"       // MaxKeyCells in flight for one key
 	refusedInvalid         refusal = "invalid"         // any other 4xx
 	refusedAbandoned       refusal = "abandoned"       // the caller left before the answer
+	refusedSlowBody        refusal = "slow_body"       // the body not read within BodyReadTimeout
 )
 
 var refusalReasons = []refusal{
 	refusedUnauthenticated, refusedForbidden, refusedRateLimited, refusedBusy,
-	refusedBodyTooLarge, refusedTooManyCells, refusedKeyCells, refusedInvalid, refusedAbandoned,
+	refusedBodyTooLarge, refusedTooManyCells, refusedKeyCells, refusedInvalid, refusedAbandoned, refusedSlowBody,
 }
 
 // refusals counts refused requests by reason.
-type refusals struct{ n [9]atomic.Int64 }
+type refusals struct{ n [10]atomic.Int64 } // one per refusalReasons
 
 func (r *refusals) add(why refusal) {
 	for i, k := range refusalReasons {
@@ -42,8 +43,9 @@ func (r *refusals) add(why refusal) {
 
 // Refusals returns how many requests were refused since start, by reason:
 // unauthenticated, forbidden, rate_limited, busy, body_too_large,
-// too_many_cells, key_cells, invalid (any other 4xx) and abandoned (the
-// caller left before the answer; its work was stopped).
+// too_many_cells, key_cells, invalid (any other 4xx), abandoned (the
+// caller left before the answer; its work was stopped) and slow_body (the
+// body did not arrive within BodyReadTimeout of the request's turn).
 func (s *Server) Refusals() map[string]int64 {
 	out := make(map[string]int64, len(refusalReasons))
 	for i, k := range refusalReasons {

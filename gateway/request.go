@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -433,6 +434,10 @@ func jsonProblem(err error) error {
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return invalid("the body is not valid JSON: it ends before the object does")
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return &badRequest{status: http.StatusRequestTimeout, reason: refusedSlowBody, msg: fmt.Sprintf(
+			"the body did not arrive within %v of the request's turn; send it faster, or a smaller one", BodyReadTimeout)}
 	}
 	return invalid("could not read the body: %v", err)
 }

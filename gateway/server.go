@@ -207,6 +207,10 @@ func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// BodyReadTimeout is how long a /predict body may take to arrive once the
+// request has its prediction slot (the body is read only then).
+const BodyReadTimeout = time.Minute
+
 // serve reads, validates and answers one authenticated request. It returns
 // the status written (0 when the caller left before an answer), the model
 // that served (or the name asked for, before one is resolved) and the
@@ -229,6 +233,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, budget *requestBu
 		return 0, "", Usage{}, nil // the caller went away
 	}
 	defer release()
+	// The server's read deadline ran from the request's start, through its
+	// wait for a slot: the body gets its own time from now.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(BodyReadTimeout))
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	decode := decodeBody
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == TensorfileContentType {

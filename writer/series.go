@@ -164,16 +164,17 @@ func (w *Writer) settleParent(ctx context.Context, parent string) error {
 // have all ended; false while some still run.
 func (w *Writer) settleParentRow(ctx context.Context, parent string, total int, dry bool, note string) (bool, error) {
 	rows, err := w.pool.Query(ctx, `SELECT status, count(*), sum(written)::bigint, sum(skipped_existing), sum(context_rows),
-		sum(query_rows), sum(read_rows), sum(batches), sum(batches_done), sum(batches_failed), sum(remaining)::bigint
+		sum(query_rows), sum(read_rows), sum(batches), sum(batches_done), sum(batches_failed), sum(remaining)::bigint,
+		sum(outside_range)::bigint
 		FROM regressd_tasks WHERE parent_id = $1 GROUP BY status`, parent)
 	if err != nil {
 		return false, fmt.Errorf("read series of %s: %w", parent, err)
 	}
 	var c schemas.SeriesCounts
-	var sum [9]int64 // written … remaining, over every series
+	var sum [10]int64 // written … remaining, outside_range, over every series
 	var st schemas.Status
 	var n int
-	var v [9]int64
+	var v [10]int64
 	dst := []any{&st, &n}
 	for i := range v {
 		dst = append(dst, &v[i])
@@ -222,9 +223,10 @@ func (w *Writer) settleParentRow(ctx context.Context, parent string, total int, 
 		msg += "; " + note
 	}
 	_, err = w.pool.Exec(ctx, `UPDATE regressd_tasks SET status = $2, message = $3, code = $4, written = $5, skipped_existing = $6,
-		context_rows = $7, query_rows = $8, batches = $9, batches_done = $10, batches_failed = $11, remaining = $12, updated = now()
+		context_rows = $7, query_rows = $8, batches = $9, batches_done = $10, batches_failed = $11, remaining = $12,
+		outside_range = $13, updated = now()
 		WHERE task_id = $1 AND status = 'running'`,
-		parent, status, msg, code, sum[0], sum[1], sum[2], sum[3], sum[5], sum[6], sum[7], sum[8])
+		parent, status, msg, code, sum[0], sum[1], sum[2], sum[3], sum[5], sum[6], sum[7], sum[8], sum[9])
 	if err != nil {
 		return false, fmt.Errorf("settle parent task %s: %w", parent, err)
 	}
