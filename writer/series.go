@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
@@ -222,14 +223,21 @@ func (w *Writer) settleParentRow(ctx context.Context, parent string, total int, 
 	if note != "" {
 		msg += "; " + note
 	}
-	_, err = w.pool.Exec(ctx, `UPDATE regressd_tasks SET status = $2, message = $3, code = $4, written = $5, skipped_existing = $6,
+	var created time.Time
+	err = w.pool.QueryRow(ctx, `UPDATE regressd_tasks SET status = $2, message = $3, code = $4, written = $5, skipped_existing = $6,
 		context_rows = $7, query_rows = $8, batches = $9, batches_done = $10, batches_failed = $11, remaining = $12,
 		outside_range = $13, updated = now()
-		WHERE task_id = $1 AND status = 'running'`,
-		parent, status, msg, code, sum[0], sum[1], sum[2], sum[3], sum[5], sum[6], sum[7], sum[8], sum[9])
-	if err != nil {
+		WHERE task_id = $1 AND status = 'running' RETURNING created`,
+		parent, status, msg, code, sum[0], sum[1], sum[2], sum[3], sum[5], sum[6], sum[7], sum[8], sum[9]).Scan(&created)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return true, nil // settled by another writer
+	case err != nil:
 		return false, fmt.Errorf("settle parent task %s: %w", parent, err)
 	}
+	// The run is the task the metrics count (its series are not), from its
+	// ledger row's creation.
+	w.cfg.Metrics.ObserveTask(string(status), time.Since(created))
 	return true, nil
 }
 

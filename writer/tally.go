@@ -28,7 +28,12 @@ func (n *tally) wrote(wr tsdb.Write, written int64) {
 	}
 }
 
+// settled counts a task that ended; a group_by run's series are not
+// tasks of their own to the metrics (their run is counted when it settles).
 func (n *tally) settled(s schemas.Status, meta schemas.TaskMeta) {
+	if meta.Parent != "" {
+		return
+	}
 	n.tasks = append(n.tasks, taskEnd{s, meta.Requested})
 }
 
