@@ -23,10 +23,13 @@ func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15, $16, $17, $18)
 		ON CONFLICT (task_id) DO UPDATE SET batches = EXCLUDED.batches, status = 'running', message = '', code = 0,
 			context_rows = EXCLUDED.context_rows, query_rows = EXCLUDED.query_rows, read_rows = EXCLUDED.read_rows,
-			read_truncated = EXCLUDED.read_truncated, skipped_existing = EXCLUDED.skipped_existing, updated = now()
+			read_truncated = EXCLUDED.read_truncated, skipped_existing = EXCLUDED.skipped_existing,
+			series_total = EXCLUDED.series_total, updated = now()
 		-- Only a task settled without batches (its job dead-lettered) that
-		-- now has batches (the job retried from the DLQ) is reopened.
-		WHERE regressd_tasks.batches = 0 AND EXCLUDED.batches > 0`,
+		-- now has batches, or a group_by run that now has its series (the
+		-- job retried from the DLQ), is reopened.
+		WHERE regressd_tasks.batches = 0 AND (EXCLUDED.batches > 0
+			OR EXCLUDED.series_total > 0 AND regressd_tasks.series_total = 0)`,
 		m.TaskID, m.Trigger, m.Measurement, m.Target, m.Model, m.Start, m.End, m.Origin, m.DryRun,
 		m.Batches, m.ContextRows, m.QueryRows, m.ReadRows, m.ReadTruncated, m.SkippedExists,
 		m.Parent, seriesTags(m), m.SeriesTotal)
