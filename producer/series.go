@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/metrics"
 	"github.com/regressd/regressd/schemas"
 	"github.com/regressd/regressd/tsdb"
 )
@@ -79,6 +80,7 @@ func (p *Producer) planSeries(ctx context.Context, job schemas.Job, meta *schema
 				}
 			}
 			m.SkippedExists = len(queries) - len(kept)
+			p.cfg.Metrics.AddRows(metrics.RowsSkippedExisting, m.SkippedExists)
 			queries = kept
 		}
 		if len(queries) > a.MaxPredictRows {
@@ -205,6 +207,9 @@ func (p *Producer) planOneSeries(ctx context.Context, job schemas.Job, w window,
 	hdr, err := schemas.EncodeTaskMeta(m)
 	if err != nil {
 		return err
+	}
+	if len(hdr) > maxTaskHeader {
+		return p.publishVerdict(ctx, m, &verdict{schemas.StatusFailed, http.StatusBadRequest, fmt.Sprintf("the series' description is %d bytes, over the %d a NATS header may carry: name fewer feature fields or tags, or send a shorter model-service key", len(hdr), maxTaskHeader)}, "verdict")
 	}
 	info, err := p.storeContext(ctx, m.TaskID, body, hdr, encodePlan(w, batches))
 	if err != nil {
