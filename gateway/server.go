@@ -207,6 +207,10 @@ func (s *Server) handlePredict(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// ComputeTimeout bounds one request's fit and prediction: past it the
+// engine stops and the caller gets 503.
+const ComputeTimeout = 9 * time.Minute
+
 // BodyReadTimeout is how long a /predict body may take to arrive once the
 // request has its prediction slot (the body is read only then).
 const BodyReadTimeout = time.Minute
@@ -299,13 +303,22 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, req *predictRequ
 	}
 	usage.TotalTokens = usage.InputTokens + usage.OutputTokens
 
-	res, err := s.runEngine(r.Context(), engineRequest{
+	// The answer must be written before the server's write deadline: the
+	// engine gets ComputeTimeout, and the deadline moves past it.
+	ctx, cancel := context.WithTimeout(r.Context(), ComputeTimeout)
+	defer cancel()
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(ComputeTimeout + time.Minute))
+	res, err := s.runEngine(ctx, engineRequest{
 		Model: model, Policy: policy, Large: large, X: req.X, Y: req.Y, Xq: req.Xq,
 		Median: out.Type == OutputMedian, Taus: out.Taus,
 	})
 	if err != nil {
 		if r.Context().Err() != nil {
 			return 0, model, Usage{}, nil // the caller went away; the engine stopped
+		}
+		if ctx.Err() != nil {
+			return 0, model, Usage{}, &badRequest{status: http.StatusServiceUnavailable, retryAfter: 30, reason: refusedBusy, msg: fmt.Sprintf(
+				"the prediction did not finish within %v; send a shorter context (or a large_context_policy) or fewer query rows per request", ComputeTimeout)}
 		}
 		return 0, model, Usage{}, engineError(err)
 	}
