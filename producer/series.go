@@ -152,6 +152,7 @@ func (p *Producer) announce(ctx context.Context, meta schemas.TaskMeta, note str
 	if err != nil {
 		return err
 	}
+	p.cfg.Tracing.InjectMsg(ctx, m)
 	if _, err := p.js.PublishMsg(ctx, m, jetstream.WithMsgID(meta.TaskID+":series")); err != nil {
 		return fmt.Errorf("announce series: %w", err)
 	}

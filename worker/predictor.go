@@ -157,7 +157,10 @@ func (l *Local) fitted(ctx context.Context, req Request) (*fitted, error) {
 	f := l.acquire(key)
 	f.once.Do(func() {
 		if req.LargeContext != nil {
+			inflight, timed := l.Metrics.EngineCall(), l.Metrics.Time(metrics.StageEngineFit)
 			f.m, f.err = fitLarge(ctx, req, l.opts, l.window)
+			timed()
+			inflight()
 			return
 		}
 		r, err := gpu.NewRegressor(req.Model, l.opts...)
