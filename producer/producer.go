@@ -191,15 +191,8 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 		if err != nil {
 			return err
 		}
-		kept := queries[:0]
-		for _, i := range queries {
-			if _, ok := existing[int64(w.times.Value(i))]; !ok {
-				kept = append(kept, i)
-			}
-		}
-		meta.SkippedExists = len(queries) - len(kept)
+		queries, meta.SkippedExists = w.dropExisting(queries, existing)
 		p.cfg.Metrics.AddRows(metrics.RowsSkippedExisting, meta.SkippedExists)
-		queries = kept
 	}
 	if len(queries) > a.MaxPredictRows {
 		meta.DroppedQueries = len(queries) - a.MaxPredictRows
@@ -207,15 +200,8 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	}
 	examples = newest(examples, a.MaxTrainRows)
 	meta.ContextRows, meta.QueryRows = len(examples), len(queries)
-	switch {
-	case len(examples) < a.MinHistory:
-		return &verdict{schemas.StatusSkipped, http.StatusOK, fmt.Sprintf("%d rows with a target value in the window, fewer than min_history=%d: the model was not called", len(examples), a.MinHistory)}
-	case len(queries) == 0:
-		why := "no rows to predict in the window (no row has an empty target with every feature present)"
-		if meta.SkippedExists > 0 {
-			why = fmt.Sprintf("no rows to predict: all %d rows with an empty target already have a prediction (skip_existing=true)", meta.SkippedExists)
-		}
-		return &verdict{schemas.StatusSkipped, http.StatusOK, why}
+	if v := skipVerdict(len(examples), a.MinHistory, len(queries), meta.SkippedExists); v != nil {
+		return v
 	}
 	ctxRec := w.contextRecord(a.FeatureFields, examples)
 	body, err := schemas.EncodeRecord(ctxRec)

@@ -73,15 +73,8 @@ func (p *Producer) planSeries(ctx context.Context, job schemas.Job, meta *schema
 		m.ReadRows, m.ReadTruncated = len(s.rows), false
 		examples, queries := w.splitRows(s.rows)
 		if had := existing[tsdb.SeriesKey(meta.TagColumns, s.tags)]; len(had) > 0 && len(queries) > 0 {
-			kept := queries[:0]
-			for _, i := range queries {
-				if _, ok := had[int64(w.times.Value(i))]; !ok {
-					kept = append(kept, i)
-				}
-			}
-			m.SkippedExists = len(queries) - len(kept)
+			queries, m.SkippedExists = w.dropExisting(queries, had)
 			p.cfg.Metrics.AddRows(metrics.RowsSkippedExisting, m.SkippedExists)
-			queries = kept
 		}
 		if len(queries) > a.MaxPredictRows {
 			m.DroppedQueries = len(queries) - a.MaxPredictRows
@@ -97,17 +90,10 @@ func (p *Producer) planSeries(ctx context.Context, job schemas.Job, meta *schema
 			queries = newest(queries, budget)
 		}
 		m.ContextRows, m.QueryRows = len(examples), len(queries)
-		switch {
-		case len(examples) < a.MinHistory:
-			s.verdict = &verdict{schemas.StatusSkipped, http.StatusOK, fmt.Sprintf("%d rows with a target value in the window, fewer than min_history=%d: the model was not called", len(examples), a.MinHistory)}
-		case len(queries) == 0 && m.DroppedQueries > 0:
+		if len(examples) >= a.MinHistory && len(queries) == 0 && m.DroppedQueries > 0 {
 			s.verdict = &verdict{schemas.StatusSkipped, http.StatusOK, fmt.Sprintf("max_run_predict_rows=%d was spent on earlier series: none of its %d rows to predict was", a.MaxRunPredictRows, m.DroppedQueries)}
-		case len(queries) == 0:
-			why := "no rows to predict in the window (no row has an empty target with every feature present)"
-			if m.SkippedExists > 0 {
-				why = fmt.Sprintf("no rows to predict: all %d rows with an empty target already have a prediction (skip_existing=true)", m.SkippedExists)
-			}
-			s.verdict = &verdict{schemas.StatusSkipped, http.StatusOK, why}
+		} else {
+			s.verdict = skipVerdict(len(examples), a.MinHistory, len(queries), m.SkippedExists)
 		}
 		if s.verdict == nil {
 			budget -= len(queries)
