@@ -84,6 +84,12 @@ type Policy struct {
 	// false, a context that must be shortened is ErrContextTooLarge.
 	// Default true.
 	AllowSubsample bool `json:"allow_subsample"`
+	// StreamContext keeps the context's cache in host memory and stages
+	// bounded row slices of it into device memory, one slice at a time
+	// (rungs stream_bf16 and stream_int8, see stream.go); it never falls
+	// back to the plain loop: when one slice does not fit, Predict fails
+	// with ErrOutOfMemory. Default false.
+	StreamContext bool `json:"stream_context"`
 
 	// set records the fields the caller gave explicitly (a preset counts
 	// as setting its one field), so validation and notes can tell "left at
@@ -107,6 +113,7 @@ const (
 	pfAdaptiveQueryChunk
 	pfContextRowChunk
 	pfAllowSubsample
+	pfStreamContext
 )
 
 // policyFieldNames maps each field bit to its JSON name, in the seed's order.
@@ -126,6 +133,7 @@ var policyFieldNames = []struct {
 	{pfAdaptiveQueryChunk, "adaptive_query_chunk"},
 	{pfContextRowChunk, "context_row_chunk"},
 	{pfAllowSubsample, "allow_subsample"},
+	{pfStreamContext, "stream_context"},
 }
 
 // cacheOnlyFields only mean something when a cache is built; setting one with
@@ -276,7 +284,7 @@ func (p *Policy) decodeField(bit policyFields, name string, v json.RawMessage) s
 		return fmt.Sprintf("%s: want %s, got %s", name, want, JSONKind(v))
 	}
 	switch bit {
-	case pfCache, pfAllowQuantization, pfOffloadToHost, pfAdaptiveQueryChunk, pfAllowSubsample:
+	case pfCache, pfAllowQuantization, pfOffloadToHost, pfAdaptiveQueryChunk, pfAllowSubsample, pfStreamContext:
 		var b bool
 		if err := json.Unmarshal(v, &b); err != nil {
 			return wrongType("true or false")
@@ -292,6 +300,8 @@ func (p *Policy) decodeField(bit policyFields, name string, v json.RawMessage) s
 			p.AdaptiveQueryChunk = b
 		case pfAllowSubsample:
 			p.AllowSubsample = b
+		case pfStreamContext:
+			p.StreamContext = b
 		}
 	case pfCacheDType:
 		var s string
@@ -445,6 +455,10 @@ func (p Policy) problems() []string {
 			if f.bit&cacheOnlyFields != 0 && p.isSet(f.bit) {
 				names = append(names, f.name)
 			}
+			// stream_context=false asks for nothing a cache would do.
+			if f.bit == pfStreamContext && p.StreamContext {
+				names = append(names, f.name)
+			}
 		}
 		if len(names) > 0 {
 			out = append(out, fmt.Sprintf(
@@ -532,6 +546,8 @@ func (p Policy) isSet(bit policyFields) bool {
 		return p.ContextRowChunk != nil
 	case pfAllowSubsample:
 		return p.AllowSubsample != d.AllowSubsample
+	case pfStreamContext:
+		return p.StreamContext != d.StreamContext
 	}
 	return false
 }
@@ -645,6 +661,14 @@ func (p Policy) Notes(deviceBytes, hostBytes int64) []string {
 		add("the GPU budget is the whole device: nothing is left for weights and activations, so out-of-memory retries (smaller query chunks, a row-chunked build) are likely")
 	}
 	hostSet := p.isSet(pfHostBudgetFrac) || p.HostBudgetAbsoluteGB != nil
+	if p.StreamContext {
+		also := ""
+		if !p.OffloadToHost {
+			also = ", whatever offload_to_host says"
+		}
+		add("stream_context=true: the cache stays in host memory (within the host budget%s) and every pass stages it in row slices; exact, never the plain loop, slower than a resident cache", also)
+		return notes
+	}
 	if !p.OffloadToHost {
 		if hostSet {
 			add("host budgets are set but offload_to_host=false: they are ignored and the cache never moves to host RAM")
