@@ -78,7 +78,8 @@ type Policy struct {
 	// out-of-memory error. Default true.
 	AdaptiveQueryChunk bool `json:"adaptive_query_chunk"`
 	// ContextRowChunk is the number of context rows per chunk of a
-	// row-chunked cache build. Default nil (the engine's 2048).
+	// row-chunked cache build, or per staged slice with StreamContext.
+	// Default nil (the engine's 2048; 4096 rows per slice).
 	ContextRowChunk *int `json:"context_row_chunk"`
 	// AllowSubsample permits dropping context rows as a last resort. When
 	// false, a context that must be shortened is ErrContextTooLarge.
@@ -667,9 +668,7 @@ func (p Policy) Notes(deviceBytes, hostBytes int64) []string {
 			also = ", whatever offload_to_host says"
 		}
 		add("stream_context=true: the cache stays in host memory (within the host budget%s) and every pass stages it in row slices; exact, never the plain loop, slower than a resident cache", also)
-		return notes
-	}
-	if !p.OffloadToHost {
+	} else if !p.OffloadToHost {
 		if hostSet {
 			add("host budgets are set but offload_to_host=false: they are ignored and the cache never moves to host RAM")
 		}
@@ -688,6 +687,7 @@ func (p Policy) Notes(deviceBytes, hostBytes int64) []string {
 	}
 	hostBudget := p.HostBudgetBytes(hostBytes)
 	switch {
+	case p.StreamContext: // the offload notes below do not apply
 	case hostBytes <= 0 && p.HostBudgetAbsoluteGB == nil:
 		if p.isSet(pfOffloadToHost) || hostSet {
 			add("host RAM is unknown here, so the fractional host budget is 0 and offload never happens; set host_budget_absolute_gb to offload anyway")
@@ -697,14 +697,17 @@ func (p Policy) Notes(deviceBytes, hostBytes int64) []string {
 	case hostBudget <= gpuBudget && (hostSet || p.isSet(pfGPUBudgetFrac) || p.GPUBudgetAbsoluteGB != nil):
 		add("the host budget (%.3g GiB) is at or below the GPU budget (%.3g GiB): any cache that fits in host RAM already fits on the GPU, so offload never helps", bytesToGiB(hostBudget), bytesToGiB(gpuBudget))
 	}
-	if gpuBudget == 0 && p.GPUBudgetAbsoluteGB != nil {
+	if gpuBudget == 0 && p.GPUBudgetAbsoluteGB != nil && !p.StreamContext {
 		add("gpu_budget_absolute_gb=0: the cache is never resident; it is offloaded to host RAM (exact, slower) when it fits there")
 	}
 	if p.CacheDType == CacheDTypeInt8 && p.isSet(pfAllowQuantization) && p.AllowQuantization {
 		// Redundant rather than wrong; say what int8 costs.
 		add(`allow_quantization=true is redundant with cache_dtype="int8": the cache starts quantised even when bf16 would fit`)
 	}
-	if p.ContextRowChunk != nil {
+	if p.ContextRowChunk != nil && p.StreamContext {
+		add("context_row_chunk=%d with stream_context: each staged slice holds that many context rows (in whole blocks of %d, at least one), within the GPU budget; the predictions do not depend on it", *p.ContextRowChunk, anchorBlock)
+	}
+	if p.ContextRowChunk != nil && !p.StreamContext {
 		add("context_row_chunk=%d: a cache built in row chunks differs slightly from a whole build (about 4e-3 on a 512-row query set) unless one chunk holds every context row", *p.ContextRowChunk)
 	}
 	return notes

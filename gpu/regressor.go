@@ -86,8 +86,6 @@ type Regressor struct {
 	hostBytes  int64
 	queryBatch int
 	cores      *CorePool
-	// streamSlice overrides streamSliceRows (tests); 0: the default.
-	streamSlice int
 
 	fit     *contextFit
 	dropped int

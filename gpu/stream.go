@@ -57,13 +57,13 @@ func (r *Regressor) stageBytes(rows int, dtype string) int64 {
 	return int64(rows) * (bytesPerRowLayer(r.fit.g, dtype) + headsPerLayer*4)
 }
 
-// firstSlice is the slice a stream rung starts at: streamSliceRows (or the
-// whole context, rounded up to a block), within the GPU budget, never below
-// one anchor block.
+// firstSlice is the slice a stream rung starts at: context_row_chunk when
+// set, else streamSliceRows, at most the whole context (rounded up to a
+// block) and within the GPU budget, in whole anchor blocks, never below one.
 func (r *Regressor) firstSlice(dtype string) int {
-	rows := r.streamSlice
-	if rows <= 0 {
-		rows = streamSliceRows
+	rows := streamSliceRows
+	if r.policy.ContextRowChunk != nil {
+		rows = *r.policy.ContextRowChunk
 	}
 	rows = min(rows, (r.fit.n+anchorBlock-1)/anchorBlock*anchorBlock)
 	if b, per := r.policy.GPUBudgetBytes(r.dev.Capacity()), bytesPerRowLayer(r.fit.g, dtype); int64(rows)*per > b {

@@ -32,10 +32,10 @@ func onFit(t *testing.T, c *contextFit, policy string, opts ...Option) *Regresso
 	return r
 }
 
-// TestStreamMatchesResident: a streamed context of ten slices (the last
-// one and the last anchor block partial) predicts the same bits as the
-// resident cache at the same precision, and reports its rung and one
-// resolved attempt.
+// TestStreamMatchesResident: a streamed context of ten slices of
+// context_row_chunk rows (70 rounds down to 64; the last slice and the last
+// anchor block partial) predicts the same bits as the resident cache at
+// the same precision, and reports its rung and one resolved attempt.
 func TestStreamMatchesResident(t *testing.T) {
 	c := streamFit(t, 600, 0)
 	Xq, _ := synth(200, 4, 22)
@@ -43,11 +43,11 @@ func TestStreamMatchesResident(t *testing.T) {
 		name, resident, stream, rung string
 		host                         int64
 	}{
-		{"bf16", `{}`, `{"stream_context": true}`, RungStreamBF16, 1 << 30},
-		{"int8", `"max_context"`, `{"stream_context": true, "cache_dtype": "int8"}`, RungStreamInt8, 1 << 30},
+		{"bf16", `{}`, `{"stream_context": true, "context_row_chunk": 64}`, RungStreamBF16, 1 << 30},
+		{"int8", `"max_context"`, `{"stream_context": true, "context_row_chunk": 64, "cache_dtype": "int8"}`, RungStreamInt8, 1 << 30},
 		// A host budget between the int8 and the bf16 cache sizes.
-		{"host budget picks int8", `"max_context"`, `{"stream_context": true, "host_budget_absolute_gb": %s}`, RungStreamInt8, 1 << 30},
-		{"host RAM unknown", `{}`, `{"stream_context": true}`, RungStreamBF16, 0},
+		{"host budget picks int8", `"max_context"`, `{"stream_context": true, "context_row_chunk": 64, "host_budget_absolute_gb": %s}`, RungStreamInt8, 1 << 30},
+		{"host RAM unknown", `{}`, `{"stream_context": true, "context_row_chunk": 70}`, RungStreamBF16, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := onFit(t, c, tc.resident)
@@ -57,7 +57,6 @@ func TestStreamMatchesResident(t *testing.T) {
 			}
 			between := (res.estBytes(CacheDTypeInt8) + res.estBytes(CacheDTypeBF16)) / 2
 			st := onFit(t, c, strings.Replace(tc.stream, "%s", fmt.Sprintf("%.9f", float64(between)/gibF), 1), WithHostMemory(tc.host))
-			st.streamSlice = 64
 			got := mustPredict(t, st, Xq)
 			sameBits(t, tc.name, want, got)
 			rep := st.MemoryReport()
