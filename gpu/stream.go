@@ -125,7 +125,7 @@ func (r *Regressor) resolveStream(ctx context.Context) (*kvCache, error) {
 		}
 	}
 	if oom != nil {
-		return nil, fmt.Errorf("stream_context: the device holds neither one slice of %d context rows nor the GP solve of %d rows beside it: %w", anchorBlock, anchorBlock, oom)
+		return nil, fmt.Errorf("stream_context: out of device memory even at the smallest slice and GP expert tried: %w", oom)
 	}
 	return nil, fmt.Errorf("%w: stream_context: the context's cache (%s at %s) does not fit the host budget (%s)",
 		ErrOutOfMemory, FormatBytes(r.estBytes(r.dtypes()[len(r.dtypes())-1])), r.dtypes()[len(r.dtypes())-1], FormatBytes(hostBudget))
