@@ -443,8 +443,10 @@ func TestOfficialClientCompat(t *testing.T) {
 			}
 		}
 		c.policy = map[string]any{"stream_context": true}
-		if _, err := c.predict(t, g, g.key); err == nil || !strings.Contains(err.Error(), "not implemented") {
-			t.Errorf("stream_context true: %v, want 400 not implemented", err)
+		if out, err := c.predict(t, g, g.key); err != nil {
+			t.Errorf("stream_context true: %v", err)
+		} else if r := out.MemoryReport; r["stream_context"] != true || r["rung"] != "stream_bf16" {
+			t.Errorf("stream_context true: report %v, want stream_context true and rung stream_bf16", r)
 		}
 		c.policy = map[string]any{"reuse_context_cache": "yes"}
 		if _, err := c.predict(t, g, g.key); err == nil || !strings.Contains(err.Error(), "reuse_context_cache must be a boolean") {

@@ -50,6 +50,8 @@ func TestPredictMultiPassReachesCache(t *testing.T) {
 		{"no GPU budget offloads", map[string]any{"gpu_budget_absolute_gb": 0}, gpu.RungOffloadBF16, false},
 		{"no GPU budget, int8 offload", map[string]any{"gpu_budget_absolute_gb": 0, "cache_dtype": "int8"}, gpu.RungOffloadInt8, false},
 		{"nowhere to cache", map[string]any{"gpu_budget_absolute_gb": 0, "offload_to_host": false}, gpu.RungPlainLoop, false},
+		{"stream", map[string]any{"stream_context": true}, gpu.RungStreamBF16, false},
+		{"stream int8", map[string]any{"stream_context": true, "cache_dtype": "int8"}, gpu.RungStreamInt8, false},
 	}
 	var exact []any
 	for _, tt := range tests {
@@ -81,7 +83,7 @@ func TestPredictMultiPassReachesCache(t *testing.T) {
 			}
 			// The exact rungs agree with one another.
 			switch tt.rung {
-			case gpu.RungResidentBF16, gpu.RungOffloadBF16, gpu.RungPlainLoop, gpu.RungNoCache:
+			case gpu.RungResidentBF16, gpu.RungOffloadBF16, gpu.RungPlainLoop, gpu.RungNoCache, gpu.RungStreamBF16:
 				if exact == nil {
 					exact = preds
 				} else if d := maxDiff(exact, preds); d > 1e-6 {

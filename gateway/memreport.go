@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/regressd/regressd/gpu"
 )
@@ -23,40 +22,42 @@ type attempt struct {
 	DroppedContextRows int     `json:"dropped_context_rows"`
 }
 
-// attemptOf describes the attempt that produced rep. The engine resolves
-// its rung before it allocates and does not record the query-chunk halvings
-// inside a pass, so a served request has one attempt, the one that
-// succeeded.
-func attemptOf(rep gpu.MemoryReport) attempt {
-	a := attempt{Rung: rep.Rung, QueryChunk: rep.QueryChunk, Outcome: "success", Reason: "resolved", DroppedContextRows: rep.DroppedContextRows}
-	switch {
-	case rep.Rung == gpu.RungPlainLoop:
-		a.Path = "plain_loop"
-	case rep.Rung == gpu.RungNoCache || rep.Rung == "":
-		a.Path = "pipeline_batch"
-	default:
-		a.Path = "cached"
+// attemptHistory maps the engine's ladder attempts, in order, to the
+// official client's attempt entries. A report without attempts (none of
+// the request's internal calls built anything) stands for one resolved
+// attempt at its rung.
+func attemptHistory(rep gpu.MemoryReport) []attempt {
+	tried := rep.Attempts
+	if len(tried) == 0 {
+		tried = []gpu.Attempt{{Rung: rep.Rung, QueryChunk: rep.QueryChunk, Outcome: gpu.OutcomeSuccess, Reason: gpu.ReasonResolved}}
 	}
-	for _, dt := range []string{gpu.CacheDTypeBF16, gpu.CacheDTypeInt8} {
-		if strings.HasSuffix(rep.Rung, "_"+dt) {
-			a.CacheDType = &dt
+	out := make([]attempt, 0, len(tried))
+	for _, t := range tried {
+		a := attempt{Rung: t.Rung, QueryChunk: t.QueryChunk, Outcome: t.Outcome, Reason: t.Reason,
+			OffloadToHost: t.Tier == "host", DroppedContextRows: rep.DroppedContextRows}
+		switch t.Rung {
+		case gpu.RungPlainLoop:
+			a.Path = "plain_loop"
+		case gpu.RungNoCache, "":
+			a.Path = "pipeline_batch"
+		default:
+			a.Path = "cached"
 		}
-	}
-	a.OffloadToHost = strings.HasPrefix(rep.Rung, "offload_")
-	if rep.Rung == gpu.RungContextRowChunk {
-		n := 2048
-		if rep.Policy.ContextRowChunk != nil {
-			n = *rep.Policy.ContextRowChunk
+		if t.CacheDType != "" {
+			a.CacheDType = &t.CacheDType
 		}
-		a.ContextRowChunk = &n
+		if t.ContextRowChunk > 0 {
+			a.ContextRowChunk = &t.ContextRowChunk
+		}
+		out = append(out, a)
 	}
-	return a
+	return out
 }
 
 // memoryReportJSON is the memory_report object: the engine's report (the
-// resolved policy's twelve fields and what the ladder chose), the two
-// policy fields the gateway reads itself, the attempt history, and the
-// hosted-only clamped and notes.
+// resolved policy's thirteen fields and what the ladder chose), the policy
+// field the gateway reads itself, the attempt history, and the hosted-only
+// clamped and notes.
 func memoryReportJSON(rep gpu.MemoryReport, sp servedPolicy, clamped, notes []string) (json.RawMessage, error) {
 	rep.Clamped, rep.Notes = nil, nil
 	base, err := json.Marshal(rep)
@@ -75,11 +76,10 @@ func memoryReportJSON(rep gpu.MemoryReport, sp servedPolicy, clamped, notes []st
 	}
 	extra, err := json.Marshal(struct {
 		ReuseContextCache bool      `json:"reuse_context_cache"`
-		StreamContext     bool      `json:"stream_context"`
 		AttemptHistory    []attempt `json:"attempt_history"`
 		Clamped           []string  `json:"clamped"`
 		Notes             []string  `json:"notes"`
-	}{sp.ReuseContextCache, sp.StreamContext, []attempt{attemptOf(rep)}, clamped, notes})
+	}{sp.ReuseContextCache, attemptHistory(rep), clamped, notes})
 	if err != nil {
 		return nil, err
 	}

@@ -77,15 +77,14 @@ func parseOutput(req *predictRequest) (outputOptions, error) {
 	return o, nil
 }
 
-// servedPolicy is the memory_policy with the two fields regressd reads
-// itself: the engine's Policy gets the other twelve.
+// servedPolicy is the memory_policy with the one field regressd reads
+// itself: the engine's Policy gets the other thirteen (stream_context
+// among them).
 type servedPolicy struct {
 	gpu.Policy
 	// ReuseContextCache: the context's cache, once built, serves every
 	// query chunk of the request (always so here). Default true.
 	ReuseContextCache bool
-	// StreamContext is false: true is refused as not implemented.
-	StreamContext bool
 }
 
 // parseMemoryPolicy reads a preset or an object of the 14 policy fields.
@@ -97,25 +96,11 @@ func parseMemoryPolicy(raw json.RawMessage) (servedPolicy, error) {
 		if err := json.Unmarshal(raw, &fields); err != nil {
 			return sp, invalid("invalid memory_policy: malformed object: %v", err)
 		}
-		var probs []string
-		for name, dst := range map[string]*bool{"reuse_context_cache": &sp.ReuseContextCache, "stream_context": &sp.StreamContext} {
-			v, ok := fields[name]
-			if !ok {
-				continue
+		if v, ok := fields["reuse_context_cache"]; ok {
+			delete(fields, "reuse_context_cache")
+			if !isNull(v) && json.Unmarshal(v, &sp.ReuseContextCache) != nil {
+				return sp, invalid("invalid memory_policy: reuse_context_cache must be a boolean, got %s", gpu.JSONKind(v))
 			}
-			delete(fields, name)
-			if isNull(v) {
-				continue
-			}
-			if err := json.Unmarshal(v, dst); err != nil {
-				probs = append(probs, fmt.Sprintf("%s must be a boolean, got %s", name, gpu.JSONKind(v)))
-			}
-		}
-		if len(probs) > 0 {
-			return sp, invalid("invalid memory_policy: %s", strings.Join(probs, "; "))
-		}
-		if sp.StreamContext {
-			return sp, invalid("memory_policy stream_context=true is not implemented yet by this gateway (the stream_bf16/stream_int8 rungs); leave it out or false: the offload rungs keep the cache in host memory")
 		}
 		rest, err := json.Marshal(fields)
 		if err != nil {

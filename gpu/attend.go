@@ -62,7 +62,7 @@ func (c *contextFit) scores(rv *rowView, qks [][]float32, d2s [][]float32) {
 // 30 % slower at 4 groups. Each query's sums run in the same order whatever
 // the tile and whatever the kernel, so the bits depend on neither.
 func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32, d2s [][]float32) {
-	n, g, qw := c.n, c.g, c.g*quadWidth
+	n, g, qw := rv.s.rows, c.g, c.g*quadWidth // c.n, or a staged slice's rows
 	s := rv.s
 	nb := (n + anchorBlock - 1) / anchorBlock
 	pw := nb * qw // one query's slices for one quad

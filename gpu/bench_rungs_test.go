@@ -65,6 +65,8 @@ func BenchmarkRungs(b *testing.B) {
 		// row chunks. Batches of 4 keep the score matrix under the solve.
 		{RungContextRowChunk, `{"allow_quantization": false, "offload_to_host": false, "gpu_budget_frac": 1, "context_row_chunk": 512}`, bf16 + ws(512) + 1<<20, 4},
 		{RungPlainLoop, `{"gpu_budget_absolute_gb": 0, "offload_to_host": false}`, 0, batch},
+		{RungStreamBF16, `{"stream_context": true}`, 0, batch},
+		{RungStreamInt8, `{"stream_context": true, "cache_dtype": "int8"}`, 0, batch},
 	} {
 		b.Run(tc.rung, func(b *testing.B) {
 			p, err := ParsePolicy([]byte(tc.policy))

@@ -213,6 +213,13 @@ func (s *layerStore) decodeRow(i int, q []int8, codes []uint8, b []uint16, dst [
 // reserved on dev, in experts of at most chunk rows. It stops with an
 // error wrapping ctx.Err() once ctx ends.
 func (c *contextFit) buildLayer(ctx context.Context, l int, dev Device, chunk int, dtype string) (*layerStore, error) {
+	return c.buildLayerOn(ctx, l, dev, chunk, dtype, false)
+}
+
+// buildLayerOn is buildLayer; staged keeps the solve's positions in host
+// memory and reserves one expert's on dev, as the stream rungs do, so its
+// device workspace does not grow with the context.
+func (c *contextFit) buildLayerOn(ctx context.Context, l int, dev Device, chunk int, dtype string, staged bool) (*layerStore, error) {
 	s := newLayerStore(dtype, c.n, c.g)
 	s.layer = l
 	w := c.g * headWidth
@@ -230,7 +237,7 @@ func (c *contextFit) buildLayer(ctx context.Context, l int, dev Device, chunk in
 		hd := &c.layers[l][h]
 		vals[h] = c.ys
 		if hd.spec.kind == kindSolve {
-			a, err := c.solveStored(ctx, s, h, hd, dev, chunk)
+			a, err := c.solveStored(ctx, s, h, hd, dev, chunk, staged)
 			if err != nil {
 				return nil, err
 			}
@@ -258,7 +265,7 @@ func (c *contextFit) buildLayer(ctx context.Context, l int, dev Device, chunk in
 }
 
 // solveStored solves head h's GP on the positions its stored keys encode.
-func (c *contextFit) solveStored(ctx context.Context, s *layerStore, h int, hd *head, dev Device, chunk int) ([]float64, error) {
+func (c *contextFit) solveStored(ctx context.Context, s *layerStore, h int, hd *head, dev Device, chunk int, staged bool) ([]float64, error) {
 	n, f := c.n, c.f
 	m := n
 	if chunk > 0 && n > chunk {
@@ -266,8 +273,12 @@ func (c *contextFit) solveStored(ctx context.Context, s *layerStore, h int, hd *
 		m = (n + nc - 1) / nc
 	}
 	// One expert's kernel matrix (factored in place), the positions and a
-	// few vectors.
-	res, err := dev.Reserve(int64(m)*int64(m)*8+int64(n)*int64(f+4)*8, fmt.Sprintf("solve workspace for %d rows", m))
+	// few vectors: every row's, or one expert's when staged.
+	posRows := n
+	if staged {
+		posRows = m
+	}
+	res, err := dev.Reserve(int64(m)*int64(m)*8+int64(posRows)*int64(f+4)*8, fmt.Sprintf("solve workspace for %d rows", m))
 	if err != nil {
 		return nil, err
 	}

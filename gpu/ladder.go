@@ -16,6 +16,8 @@ type kvCache struct {
 	bytes  int64
 	res    Reservation // device memory of a resident cache (nil otherwise)
 	chunk  int
+	slice  int       // context rows per staged slice (stream rungs)
+	tried  []Attempt // the ladder's attempts, the last one this cache's
 }
 
 // estBytes is the cache size of the fitted context at a precision.
@@ -89,11 +91,26 @@ func (r *Regressor) resolve(ctx context.Context) (*kvCache, error) {
 			}
 		}
 	}
+	var tried []Attempt
+	reason := ReasonResolved
+	// attempt records one try; a success is the cache to keep.
+	attempt := func(s step, rung string, chunk, rowChunk int) (*kvCache, error) {
+		a := Attempt{Rung: rung, CacheDType: s.dtype, Tier: s.tier, ContextRowChunk: rowChunk, Reason: reason}
+		kc, err := r.build(ctx, s.dtype, s.tier, chunk)
+		if err != nil {
+			a.Outcome, a.Err = OutcomeOOM, err.Error()
+			tried = append(tried, a)
+			reason = ReasonFallbackAfterOOM
+			return nil, err
+		}
+		a.Outcome = OutcomeSuccess
+		kc.rung, kc.tried = rung, append(tried, a)
+		return kc, nil
+	}
 	var oom error
 	for _, s := range steps {
-		kc, err := r.build(ctx, s.dtype, s.tier, r.fit.solveChunk)
+		kc, err := attempt(s, s.rung, r.fit.solveChunk, 0)
 		if err == nil {
-			kc.rung = s.rung
 			return kc, nil
 		}
 		if !errors.Is(err, ErrOutOfMemory) {
@@ -101,24 +118,26 @@ func (r *Regressor) resolve(ctx context.Context) (*kvCache, error) {
 		}
 		oom = err
 	}
+	chunk := r.fit.solveChunk
 	if oom != nil {
-		chunk := chunkAfterOOM
+		chunk = chunkAfterOOM
 		if r.policy.ContextRowChunk != nil {
 			chunk = *r.policy.ContextRowChunk
 		}
+		reason = ReasonOOMRetry
 		for _, s := range steps {
-			kc, err := r.build(ctx, s.dtype, s.tier, chunk)
+			kc, err := attempt(s, RungContextRowChunk, chunk, chunk)
 			if err == nil {
-				kc.rung = RungContextRowChunk
+				kc.chunk = chunk
 				return kc, nil
 			}
 			if !errors.Is(err, ErrOutOfMemory) {
 				return nil, err
 			}
 		}
-		return &kvCache{rung: RungPlainLoop, chunk: chunk}, nil
 	}
-	return &kvCache{rung: RungPlainLoop, chunk: r.fit.solveChunk}, nil
+	tried = append(tried, Attempt{Rung: RungPlainLoop, Outcome: OutcomeSuccess, Reason: reason})
+	return &kvCache{rung: RungPlainLoop, chunk: chunk, tried: tried}, nil
 }
 
 // cacheReader reads layers from a built cache.
@@ -183,6 +202,7 @@ func (r *Regressor) Predict(ctx context.Context, Xq [][]float64) ([]float64, err
 		}
 		r.mu.Lock()
 		r.report = MemoryReport{Policy: r.resolvedPolicy(), DroppedContextRows: r.dropped, Rung: RungNoCache, QueryChunk: min(r.queryBatch, nq)}
+		r.report.Attempts = attemptsRan([]Attempt{{Rung: RungNoCache, Outcome: OutcomeSuccess, Reason: ReasonResolved}}, r.report.QueryChunk)
 		r.mu.Unlock()
 		return out, nil
 	}
@@ -194,6 +214,10 @@ func (r *Regressor) Predict(ctx context.Context, Xq [][]float64) ([]float64, err
 	if len(c.layers) > 0 {
 		rep.EstCacheGB = gib(r.estBytes(CacheDTypeBF16))
 	}
+	if r.policy.Cache && r.policy.StreamContext {
+		return r.predictStream(ctx, zq, nq, rep)
+	}
+	tried := []Attempt{{Rung: RungNoCache, Outcome: OutcomeSuccess, Reason: ReasonResolved}}
 	read := r.computeReader(c.solveChunk)
 	// A query set of several batches gets a cache; so does a second call on
 	// the same fit (the worker predicts one context batch by batch), and a
@@ -214,7 +238,7 @@ func (r *Regressor) Predict(ctx context.Context, Xq [][]float64) ([]float64, err
 		}
 		kc := r.cache
 		r.mu.Unlock()
-		rep.Rung = kc.rung
+		rep.Rung, tried = kc.rung, kc.tried
 		if kc.layers == nil {
 			read = r.computeReader(kc.chunk)
 		} else {
@@ -249,8 +273,19 @@ func (r *Regressor) Predict(ctx context.Context, Xq [][]float64) ([]float64, err
 		lo = hi
 	}
 	rep.QueryChunk = min(qc, nq)
+	rep.Attempts = attemptsRan(tried, rep.QueryChunk)
 	r.mu.Lock()
 	r.report = rep
 	r.mu.Unlock()
 	return out, nil
+}
+
+// attemptsRan copies the ladder's attempts for one Predict's report: every
+// attempt planned the query chunk that ran, the last one ran it.
+func attemptsRan(tried []Attempt, queryChunk int) []Attempt {
+	out := append([]Attempt(nil), tried...)
+	for i := range out {
+		out[i].QueryChunk = queryChunk
+	}
+	return out
 }

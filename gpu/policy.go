@@ -78,12 +78,19 @@ type Policy struct {
 	// out-of-memory error. Default true.
 	AdaptiveQueryChunk bool `json:"adaptive_query_chunk"`
 	// ContextRowChunk is the number of context rows per chunk of a
-	// row-chunked cache build. Default nil (the engine's 2048).
+	// row-chunked cache build, or per staged slice with StreamContext.
+	// Default nil (the engine's 2048; 4096 rows per slice).
 	ContextRowChunk *int `json:"context_row_chunk"`
 	// AllowSubsample permits dropping context rows as a last resort. When
 	// false, a context that must be shortened is ErrContextTooLarge.
 	// Default true.
 	AllowSubsample bool `json:"allow_subsample"`
+	// StreamContext keeps the context's cache in host memory and stages
+	// bounded row slices of it into device memory, one slice at a time
+	// (rungs stream_bf16 and stream_int8, see stream.go); it never falls
+	// back to the plain loop: when one slice does not fit, Predict fails
+	// with ErrOutOfMemory. Default false.
+	StreamContext bool `json:"stream_context"`
 
 	// set records the fields the caller gave explicitly (a preset counts
 	// as setting its one field), so validation and notes can tell "left at
@@ -107,6 +114,7 @@ const (
 	pfAdaptiveQueryChunk
 	pfContextRowChunk
 	pfAllowSubsample
+	pfStreamContext
 )
 
 // policyFieldNames maps each field bit to its JSON name, in the seed's order.
@@ -126,6 +134,7 @@ var policyFieldNames = []struct {
 	{pfAdaptiveQueryChunk, "adaptive_query_chunk"},
 	{pfContextRowChunk, "context_row_chunk"},
 	{pfAllowSubsample, "allow_subsample"},
+	{pfStreamContext, "stream_context"},
 }
 
 // cacheOnlyFields only mean something when a cache is built; setting one with
@@ -276,7 +285,7 @@ func (p *Policy) decodeField(bit policyFields, name string, v json.RawMessage) s
 		return fmt.Sprintf("%s: want %s, got %s", name, want, JSONKind(v))
 	}
 	switch bit {
-	case pfCache, pfAllowQuantization, pfOffloadToHost, pfAdaptiveQueryChunk, pfAllowSubsample:
+	case pfCache, pfAllowQuantization, pfOffloadToHost, pfAdaptiveQueryChunk, pfAllowSubsample, pfStreamContext:
 		var b bool
 		if err := json.Unmarshal(v, &b); err != nil {
 			return wrongType("true or false")
@@ -292,6 +301,8 @@ func (p *Policy) decodeField(bit policyFields, name string, v json.RawMessage) s
 			p.AdaptiveQueryChunk = b
 		case pfAllowSubsample:
 			p.AllowSubsample = b
+		case pfStreamContext:
+			p.StreamContext = b
 		}
 	case pfCacheDType:
 		var s string
@@ -445,6 +456,10 @@ func (p Policy) problems() []string {
 			if f.bit&cacheOnlyFields != 0 && p.isSet(f.bit) {
 				names = append(names, f.name)
 			}
+			// stream_context=false asks for nothing a cache would do.
+			if f.bit == pfStreamContext && p.StreamContext {
+				names = append(names, f.name)
+			}
 		}
 		if len(names) > 0 {
 			out = append(out, fmt.Sprintf(
@@ -532,6 +547,8 @@ func (p Policy) isSet(bit policyFields) bool {
 		return p.ContextRowChunk != nil
 	case pfAllowSubsample:
 		return p.AllowSubsample != d.AllowSubsample
+	case pfStreamContext:
+		return p.StreamContext != d.StreamContext
 	}
 	return false
 }
@@ -645,7 +662,13 @@ func (p Policy) Notes(deviceBytes, hostBytes int64) []string {
 		add("the GPU budget is the whole device: nothing is left for weights and activations, so out-of-memory retries (smaller query chunks, a row-chunked build) are likely")
 	}
 	hostSet := p.isSet(pfHostBudgetFrac) || p.HostBudgetAbsoluteGB != nil
-	if !p.OffloadToHost {
+	if p.StreamContext {
+		also := ""
+		if !p.OffloadToHost {
+			also = ", whatever offload_to_host says"
+		}
+		add("stream_context=true: the cache stays in host memory (within the host budget%s) and every pass stages it in row slices; exact, never the plain loop, slower than a resident cache", also)
+	} else if !p.OffloadToHost {
 		if hostSet {
 			add("host budgets are set but offload_to_host=false: they are ignored and the cache never moves to host RAM")
 		}
@@ -664,6 +687,7 @@ func (p Policy) Notes(deviceBytes, hostBytes int64) []string {
 	}
 	hostBudget := p.HostBudgetBytes(hostBytes)
 	switch {
+	case p.StreamContext: // the offload notes below do not apply
 	case hostBytes <= 0 && p.HostBudgetAbsoluteGB == nil:
 		if p.isSet(pfOffloadToHost) || hostSet {
 			add("host RAM is unknown here, so the fractional host budget is 0 and offload never happens; set host_budget_absolute_gb to offload anyway")
@@ -673,14 +697,17 @@ func (p Policy) Notes(deviceBytes, hostBytes int64) []string {
 	case hostBudget <= gpuBudget && (hostSet || p.isSet(pfGPUBudgetFrac) || p.GPUBudgetAbsoluteGB != nil):
 		add("the host budget (%.3g GiB) is at or below the GPU budget (%.3g GiB): any cache that fits in host RAM already fits on the GPU, so offload never helps", bytesToGiB(hostBudget), bytesToGiB(gpuBudget))
 	}
-	if gpuBudget == 0 && p.GPUBudgetAbsoluteGB != nil {
+	if gpuBudget == 0 && p.GPUBudgetAbsoluteGB != nil && !p.StreamContext {
 		add("gpu_budget_absolute_gb=0: the cache is never resident; it is offloaded to host RAM (exact, slower) when it fits there")
 	}
 	if p.CacheDType == CacheDTypeInt8 && p.isSet(pfAllowQuantization) && p.AllowQuantization {
 		// Redundant rather than wrong; say what int8 costs.
 		add(`allow_quantization=true is redundant with cache_dtype="int8": the cache starts quantised even when bf16 would fit`)
 	}
-	if p.ContextRowChunk != nil {
+	if p.ContextRowChunk != nil && p.StreamContext {
+		add("context_row_chunk=%d with stream_context: each staged slice holds that many context rows (in whole blocks of %d, at least one), within the GPU budget; the predictions do not depend on it", *p.ContextRowChunk, anchorBlock)
+	}
+	if p.ContextRowChunk != nil && !p.StreamContext {
 		add("context_row_chunk=%d: a cache built in row chunks differs slightly from a whole build (about 4e-3 on a 512-row query set) unless one chunk holds every context row", *p.ContextRowChunk)
 	}
 	return notes

@@ -25,7 +25,7 @@ func TestDefaultPolicyMatchesSeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"cache":true,"cache_dtype":"bf16","allow_quantization":true,"gpu_budget_frac":0.4,"gpu_budget_absolute_gb":null,"offload_to_host":true,"host_budget_frac":0.25,"host_budget_absolute_gb":null,"elements_budget":null,"adaptive_query_chunk":true,"context_row_chunk":null,"allow_subsample":true}`
+	want := `{"cache":true,"cache_dtype":"bf16","allow_quantization":true,"gpu_budget_frac":0.4,"gpu_budget_absolute_gb":null,"offload_to_host":true,"host_budget_frac":0.25,"host_budget_absolute_gb":null,"elements_budget":null,"adaptive_query_chunk":true,"context_row_chunk":null,"allow_subsample":true,"stream_context":false}`
 	if got := string(b); got != want {
 		t.Fatalf("default policy JSON\n got %s\nwant %s", got, want)
 	}

@@ -165,8 +165,9 @@ func (r *Regressor) Fit(ctx context.Context, X [][]float64, y []float64) error {
 		return errors.New("fit: empty context: need at least one row")
 	}
 	feats := int64(max(len(X[0]), 1))
-	// The context plus at least one query row must fit one pass.
-	if keep := r.elementsBudget()/feats - 1; int64(len(X)) > keep {
+	// The context plus at least one query row must fit one pass; a
+	// streamed context stays in host memory and a pass holds one slice.
+	if keep := r.elementsBudget()/feats - 1; !r.streams() && int64(len(X)) > keep {
 		if !r.policy.AllowSubsample {
 			return fmt.Errorf("fit: %w: %d rows × %d features leave no room for a query row in elements_budget %d, and allow_subsample is false",
 				ErrContextTooLarge, len(X), feats, r.elementsBudget())

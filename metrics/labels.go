@@ -95,7 +95,7 @@ func breakerStates() []string { return []string{"closed", "half_open", "open"} }
 // the gpu package's Rung constants (TestRungsMatchEngine).
 func rungs() []string {
 	return []string{"no_cache", "resident_bf16", "resident_int8", "offload_bf16", "offload_int8",
-		"context_row_chunk", "plain_loop"}
+		"stream_bf16", "stream_int8", "context_row_chunk", "plain_loop"}
 }
 
 // HTTP servers of a process (label "server" of regressd_http_requests_total).

@@ -165,7 +165,7 @@ func TestBreakerState(t *testing.T) {
 
 func TestRungsMatchEngine(t *testing.T) {
 	engine := []string{gpu.RungNoCache, gpu.RungResidentBF16, gpu.RungResidentInt8, gpu.RungOffloadBF16,
-		gpu.RungOffloadInt8, gpu.RungContextRowChunk, gpu.RungPlainLoop}
+		gpu.RungOffloadInt8, gpu.RungStreamBF16, gpu.RungStreamInt8, gpu.RungContextRowChunk, gpu.RungPlainLoop}
 	if got := rungs(); len(got) != len(engine) {
 		t.Fatalf("rungs %v, engine's %v", got, engine)
 	}
