@@ -438,10 +438,12 @@ func TestClientAgainstOurServer(t *testing.T) {
 func TestClientBehindBreaker(t *testing.T) {
 	v := newVendorGateway(t, reply{status: 500, body: `{"error": "down"}`})
 	c := newTestClient(t, v.srv.URL, newFakeClock(), WithMaxRetries(0))
-	now := time.Now()
+	// Long enough that the checks right after the trip see it open on a
+	// loaded machine (1 ms was not), short enough for a test.
+	const openFor = 300 * time.Millisecond
 	cb := gobreaker.NewCircuitBreaker[*Answer](gobreaker.Settings{
 		Name:         "gateway",
-		Timeout:      time.Millisecond, // half-open almost at once, for the test
+		Timeout:      openFor,
 		ReadyToTrip:  func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= 3 },
 		IsSuccessful: func(err error) bool { return err == nil || !IsTransient(err) },
 	})
@@ -452,6 +454,7 @@ func TestClientBehindBreaker(t *testing.T) {
 	for range 3 {
 		call()
 	}
+	tripped := time.Now()
 	if cb.State() != gobreaker.StateOpen {
 		t.Fatalf("state %v after three 500s, want open", cb.State())
 	}
@@ -463,9 +466,7 @@ func TestClientBehindBreaker(t *testing.T) {
 	v.mu.Lock()
 	v.script = []reply{vendorOK("[1, 2]")}
 	v.mu.Unlock()
-	for time.Since(now) < 5*time.Millisecond {
-		time.Sleep(time.Millisecond)
-	}
+	time.Sleep(openFor - time.Since(tripped) + 20*time.Millisecond)
 	if err := call(); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
