@@ -181,7 +181,8 @@ func (c *runner) measure(rep *Report, name string, total int, f func(*progress.B
 		rep.PeakRSSScope = "process"
 	}
 	bar := c.bar(name, total)
-	cpu0, db0 := cpuTime(), c.dbCPU()
+	db0 := c.dbCPU() // before cpu0: reading /proc is not the phase's CPU
+	cpu0 := cpuTime()
 	p, err := f(bar)
 	bar.Finish()
 	if p != nil {

@@ -94,6 +94,12 @@ func (w window) series(names []string) (map[string]string, error) {
 		}
 		if first < 0 {
 			first = i
+			k := w.seriesKey(i, names)
+			seen[k], order = true, append(order, k)
+			continue
+		}
+		if w.sameTags(i, first) {
+			continue // the common case, without building a key
 		}
 		if k := w.seriesKey(i, names); !seen[k] {
 			seen[k] = true
@@ -109,6 +115,19 @@ func (w window) series(names []string) (map[string]string, error) {
 			len(order), strings.Join(shown, "; "), map[bool]string{true: "; …", false: ""}[len(order) > 3], schemas.FormatTags(w.tagsOf(first, names)))
 	}
 	return w.tagsOf(first, names), nil
+}
+
+// sameTags reports whether rows i and k have the same tag values (no
+// value, NULL or empty, equal to no value).
+func (w window) sameTags(i, k int) bool {
+	for j := range w.tags {
+		a, _ := w.tagValue(i, j)
+		b, _ := w.tagValue(k, j)
+		if a != b {
+			return false
+		}
+	}
+	return true
 }
 
 // tagsOf is row i's tags, those with no value (NULL or empty) left out.
