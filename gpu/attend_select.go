@@ -1,0 +1,110 @@
+package gpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+)
+
+// ScoreKernelEnv names the environment variable that forces the score
+// kernel: go (the portable difference form), avx2, avx512bf16, or
+// go-bf16dot (the Go twin of avx512bf16, slow, for accuracy checks on
+// machines without the instruction). A name this machine cannot run, or
+// none, leaves the default: the last of attendKernels, the fastest.
+const ScoreKernelEnv = "REGRESSD_SCORE_KERNEL"
+
+// archKernel is the score kernel scores uses, chosen once at start.
+var archKernel = chooseKernel(os.Getenv(ScoreKernelEnv), attendKernels())
+
+// ScoreKernel names the score kernel this process runs.
+func ScoreKernel() string { return archKernel.name }
+
+// chooseKernel picks name among avail (and the Go twin of the dot form),
+// else the last of avail. A dot-form kernel must first agree with its Go
+// twin on a small case (bf16DotSelfCheck): one that does not is dropped, so
+// an assembly fault on a CPU it was never run on costs speed, not answers.
+func chooseKernel(name string, avail []attendKernel) attendKernel {
+	ok := make([]attendKernel, 0, len(avail)+1)
+	for _, k := range avail {
+		if k.scoreBF16 == nil || bf16DotSelfCheck(k) {
+			ok = append(ok, k)
+		}
+	}
+	for _, k := range append(ok, bf16DotKernel) {
+		if name != "" && k.name == name {
+			return k
+		}
+	}
+	return ok[len(ok)-1]
+}
+
+// bf16DotSelfCheck scores a small random bf16 case (g = 7 groups, one full
+// run and a tail; 9 rows, past the 4-row unroll) with kern and the Go twin
+// and reports whether every entry is within bf16DotTolerance.
+func bf16DotSelfCheck(kern attendKernel) bool {
+	r := rand.New(rand.NewPCG(16, 3))
+	const g, rows = 7, 9
+	w := g * quadWidth
+	k, qhi, qlo := make([]uint16, rows*w), make([]uint16, w), make([]uint16, w)
+	q := make([]float32, w)
+	for e := range k {
+		k[e] = toBF16(float32(r.NormFloat64() * 3))
+	}
+	for e := range q {
+		q[e] = float32(r.NormFloat64() * 3)
+	}
+	bq := bf16Query{hi: qhi, lo: qlo, qn: make([]float32, quadHeads)}
+	makeBF16Query(&bq, q, w)
+	kn := bf16KeyNorms(k, w)
+	want, got := make([]float32, quadHeads*rows), make([]float32, quadHeads*rows)
+	scoreBF16Go(k, bq.hi, bq.lo, bq.qn, kn, want, rows, 0)
+	kern.scoreBF16(k, bq.hi, bq.lo, bq.qn, kn, got, rows, 0)
+	for i := range rows {
+		for h := range quadHeads {
+			tol := bf16DotTolerance(k[i*w:(i+1)*w], bq.hi, bq.lo, h)
+			if d := math.Abs(float64(got[h*rows+i]) - float64(want[h*rows+i])); !(d <= tol) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// bf16KeyNorms is ‖k‖² per row and quad head of rows of w bf16 keys, as
+// rowView.keyNorms computes them.
+func bf16KeyNorms(k []uint16, w int) []float32 {
+	kn := make([]float32, len(k)/w*quadHeads)
+	for i := range len(k) / w {
+		row := k[i*w : (i+1)*w]
+		for hh := range quadHeads {
+			var sum float64
+			for e := 2 * hh; e < w; e += quadWidth {
+				a, b := float64(dazBF16(row[e])), float64(dazBF16(row[e+1]))
+				sum += a*a + b*b
+			}
+			kn[i*quadHeads+hh] = float32(sum)
+		}
+	}
+	return kn
+}
+
+// bf16DotTolerance bounds |Δd2| for head h of one row between two
+// summation orders of the dot form (the twin's and any hardware's): S =
+// ‖q‖² + ‖k‖² + 2Σ|q_e k_e| over the head's coordinates (hi and lo
+// products apart) bounds every partial sum's magnitude, and each of the at
+// most m = 4·groups + 8 roundings adds at most 2⁻²⁴ of it; twice that
+// covers both sides' rounding.
+func bf16DotTolerance(k, qhi, qlo []uint16, h int) float64 {
+	var qn, kn, cross float64
+	m := 8
+	for e := 2 * h; e < len(k); e += quadWidth {
+		m += 4
+		for c := range 2 {
+			hi, lo, kv := float64(dazBF16(qhi[e+c])), float64(dazBF16(qlo[e+c])), float64(dazBF16(k[e+c]))
+			qn += (hi + lo) * (hi + lo)
+			kn += kv * kv
+			cross += math.Abs(hi*kv) + math.Abs(lo*kv)
+		}
+	}
+	return 2 * float64(m) * 0x1p-24 * (qn + kn + 2*cross)
+}
