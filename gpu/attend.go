@@ -19,6 +19,7 @@ type rowView struct {
 	s    *layerStore
 	vbar []float32 // n×H
 	bf16DotState
+	fmaDotState
 }
 
 func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
@@ -67,6 +68,10 @@ func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32,
 	s := rv.s
 	if kern.scoreBF16 != nil && s.dtype != CacheDTypeInt8 {
 		c.scoresBF16Dot(kern, rv, qks, d2s)
+		return
+	}
+	if kern.scoreFMA != nil {
+		c.scoresFMA(kern, rv, qks, d2s)
 		return
 	}
 	nb := (n + anchorBlock - 1) / anchorBlock
@@ -134,10 +139,25 @@ type attendKernel struct {
 	// scoreBF16, if set, scores a bf16 store's keys as stored, in the dot
 	// form (scoreBF16Go is its contract); int8 stores keep widen/score.
 	scoreBF16 func(k, qhi, qlo []uint16, qn, kn, d2 []float32, n, i0 int)
+	// scoreFMA, if set, scores decoded keys in the float32 dot form
+	// (attend_fma.go; scoreFMAGo is its contract) instead of score.
+	scoreFMA func(k, q, qn, kn, d2 []float32, n, i0 int)
+	// scoreFMA2, if set, is scoreFMA for two queries at once, each to the
+	// bit as scoreFMA scores it alone.
+	scoreFMA2 func(k, q0, q1, qn0, qn1, kn, d20, d21 []float32, n, i0 int)
 }
 
 // portableKernel is the reference implementation, in plain Go.
 var portableKernel = attendKernel{name: "go", flush: flushGo, widen: widenBF16Go, dequant: dequantInt8Go, score: scoreRowsGo}
+
+// fmaDotKernel is the Go twin of the AVX2 FMA kernel, the float32 dot form
+// for both stores; like bf16DotKernel it runs only when forced
+// (REGRESSD_SCORE_KERNEL=go-fmadot).
+var fmaDotKernel = func() attendKernel {
+	k := portableKernel
+	k.name, k.scoreFMA = "go-fmadot", scoreFMAGo
+	return k
+}()
 
 // bf16DotKernel is the Go twin of the AVX512-BF16 kernel: the dot form for
 // bf16 stores, the portable difference form for int8 ones. It runs nowhere

@@ -15,7 +15,12 @@ var avx2Kernel = attendKernel{name: "avx2", flush: flushAVX2, widen: widenBF16AV
 func attendKernels() []attendKernel {
 	switch {
 	case hasAVX512BF16:
-		return []attendKernel{portableKernel, avx2Kernel, avx512BF16Kernel}
+		return []attendKernel{portableKernel, avx2FMAKernel, avx2Kernel, avx512BF16Kernel}
+	case hasAVX2FMA:
+		// avx2fma before avx2: it is no faster here (the pass is bound by
+		// reading the keys, not by arithmetic: docs/BENCHMARKS.md) and
+		// rounds otherwise, so avx2 stays the default.
+		return []attendKernel{portableKernel, avx2FMAKernel, avx2Kernel}
 	case cpu.X86.HasAVX2:
 		return []attendKernel{portableKernel, avx2Kernel}
 	}

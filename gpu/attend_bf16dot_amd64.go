@@ -6,7 +6,7 @@ import "golang.org/x/sys/cpu"
 
 // hasAVX512BF16: this CPU and OS run the AVX512-BF16 kernel (512-bit
 // registers enabled by the OS, AVX512F and AVX512-BF16; AVX2 for the int8
-// stores' difference form).
+// stores).
 var hasAVX512BF16 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16
 
 // avx512BF16Kernel scores bf16 stores in the dot form with VDPBF16PS

@@ -7,9 +7,9 @@ import (
 )
 
 // ScoreKernelEnv names the environment variable that forces the score
-// kernel: go (the portable difference form), avx2, avx512bf16, or
-// go-bf16dot (the Go twin of avx512bf16, slow, for accuracy checks on
-// machines without the instruction). A name this machine cannot run, or
+// kernel: go (the portable difference form), avx2, avx2fma, avx512bf16,
+// or the Go twins of the dot forms, go-fmadot and go-bf16dot (slow: for
+// accuracy checks on machines without the instructions). A name this machine cannot run, or
 // none, leaves the default: the last of attendKernels, the fastest.
 const ScoreKernelEnv = "REGRESSD_SCORE_KERNEL"
 
@@ -30,7 +30,7 @@ func chooseKernel(name string, avail []attendKernel) attendKernel {
 			ok = append(ok, k)
 		}
 	}
-	for _, k := range append(ok, bf16DotKernel) {
+	for _, k := range append(ok, bf16DotKernel, fmaDotKernel) {
 		if name != "" && k.name == name {
 			return k
 		}

@@ -81,8 +81,8 @@ func TestScoreKernelsBitIdentical(t *testing.T) {
 					want := runScores(c, portableKernel, rv, qks)
 					checkReference(t, c, rv, qks, want)
 					for _, kern := range kernels[1:] {
-						if kern.scoreBF16 != nil && dtype == CacheDTypeBF16 {
-							continue // the dot form: attend_bf16dot_test.go
+						if kern.scoreFMA != nil || kern.scoreBF16 != nil && dtype == CacheDTypeBF16 {
+							continue // a dot form: attend_bf16dot_test.go, attend_fma_test.go
 						}
 						got := runScores(c, kern, rv, qks)
 						for q := range want {
@@ -136,7 +136,7 @@ func checkReference(t *testing.T, c *contextFit, rv *rowView, qks, d2s [][]float
 func TestScoresIndependentOfTile(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 5))
 	c, rv, qks := randomScoreCase(r, CacheDTypeBF16, 77, 5, scoreTile)
-	for _, kern := range []attendKernel{archKernel, bf16DotKernel} {
+	for _, kern := range []attendKernel{archKernel, bf16DotKernel, fmaDotKernel} {
 		tile := runScores(c, kern, rv, qks)
 		for q := range qks {
 			alone := runScores(c, kern, rv, qks[q:q+1])
