@@ -13,8 +13,8 @@ import (
 // which carry about 16 of its 24 bits, so the query loses almost nothing to
 // the format; ‖q‖² and ‖k‖² are of the very values the products see (hi+lo
 // and the stored keys), summed in float64, so d2 is ‖(hi+lo) − k‖² but for
-// float32 rounding of the dot product and of the final sum (the bound is
-// in TestBF16DotKernelTolerance). It is not bit-identical to the difference
+// float32 rounding of the dot product and of the final sum (bf16DotTolerance
+// states the bound). It is not bit-identical to the difference
 // form (attend.go): its error grows with ‖q‖² + ‖k‖², where the difference
 // form's grows with d2, and a d2 below zero from that rounding is read as 0.
 
@@ -168,4 +168,43 @@ func scoreBF16Go(k, qhi, qlo []uint16, qn, kn, d2 []float32, n, i0 int) {
 			d2[h*n+i] = d
 		}
 	}
+}
+
+// bf16KeyNorms is ‖k‖² per row and quad head of rows of w bf16 keys, as
+// rowView.keyNorms computes them.
+func bf16KeyNorms(k []uint16, w int) []float32 {
+	kn := make([]float32, len(k)/w*quadHeads)
+	for i := range len(k) / w {
+		row := k[i*w : (i+1)*w]
+		for hh := range quadHeads {
+			var sum float64
+			for e := 2 * hh; e < w; e += quadWidth {
+				a, b := float64(dazBF16(row[e])), float64(dazBF16(row[e+1]))
+				sum += a*a + b*b
+			}
+			kn[i*quadHeads+hh] = float32(sum)
+		}
+	}
+	return kn
+}
+
+// bf16DotTolerance bounds |Δd2| for head h of one row between two
+// summation orders of the dot form (the twin's and any hardware's): S =
+// ‖q‖² + ‖k‖² + 2Σ|q_e k_e| over the head's coordinates (hi and lo
+// products apart) bounds every partial sum's magnitude, and each of the at
+// most m = 4·groups + 8 roundings adds at most 2⁻²⁴ of it; twice that
+// covers both sides' rounding.
+func bf16DotTolerance(k, qhi, qlo []uint16, h int) float64 {
+	var qn, kn, cross float64
+	m := 8
+	for e := 2 * h; e < len(k); e += quadWidth {
+		m += 4
+		for c := range 2 {
+			hi, lo, kv := float64(dazBF16(qhi[e+c])), float64(dazBF16(qlo[e+c])), float64(dazBF16(k[e+c]))
+			qn += (hi + lo) * (hi + lo)
+			kn += kv * kv
+			cross += math.Abs(hi*kv) + math.Abs(lo*kv)
+		}
+	}
+	return 2 * float64(m) * 0x1p-24 * (qn + kn + 2*cross)
 }
