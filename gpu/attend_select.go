@@ -9,8 +9,9 @@ import (
 // ScoreKernelEnv names the environment variable that forces the score
 // kernel: go (the portable difference form), avx2, avx2fma, avx512bf16,
 // or the Go twins of the dot forms, go-fmadot and go-bf16dot (slow: for
-// accuracy checks on machines without the instructions). A name this machine cannot run, or
-// none, leaves the default: the last of attendKernels, the fastest.
+// accuracy checks on machines without the instructions). A name this
+// machine cannot run, or none, leaves the default: the last of
+// attendKernels.
 const ScoreKernelEnv = "REGRESSD_SCORE_KERNEL"
 
 // archKernel is the score kernel scores uses, chosen once at start.
@@ -19,10 +20,11 @@ var archKernel = chooseKernel(os.Getenv(ScoreKernelEnv), attendKernels())
 // ScoreKernel names the score kernel this process runs.
 func ScoreKernel() string { return archKernel.name }
 
-// chooseKernel picks name among avail (and the Go twin of the dot form),
-// else the last of avail. A dot-form kernel must first agree with its Go
+// chooseKernel picks name among avail (and the dot forms' Go twins), else
+// the last of avail. A bf16 dot-form kernel must first agree with its Go
 // twin on a small case (bf16DotSelfCheck): one that does not is dropped, so
-// an assembly fault on a CPU it was never run on costs speed, not answers.
+// a wrong result from assembly never run on such a CPU before costs speed,
+// not answers (a fault in it would still stop the process).
 func chooseKernel(name string, avail []attendKernel) attendKernel {
 	ok := make([]attendKernel, 0, len(avail)+1)
 	for _, k := range avail {
