@@ -18,6 +18,8 @@ type layerReader func(ctx context.Context, l int) (s *layerStore, done func(), e
 type rowView struct {
 	s    *layerStore
 	vbar []float32 // n×H
+	bf16DotState
+	fmaDotState
 }
 
 func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
@@ -64,6 +66,14 @@ func (c *contextFit) scores(rv *rowView, qks [][]float32, d2s [][]float32) {
 func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32, d2s [][]float32) {
 	n, g, qw := rv.s.rows, c.g, c.g*quadWidth // c.n, or a staged slice's rows
 	s := rv.s
+	if kern.scoreBF16 != nil && s.dtype != CacheDTypeInt8 {
+		c.scoresBF16Dot(kern, rv, qks, d2s)
+		return
+	}
+	if kern.scoreFMA != nil {
+		c.scoresFMA(kern, rv, qks, d2s)
+		return
+	}
 	nb := (n + anchorBlock - 1) / anchorBlock
 	pw := nb * qw // one query's slices for one quad
 	qs := make([]float32, len(qks)*pw)
@@ -108,8 +118,11 @@ func flushTiny(x float32) float32 {
 }
 
 // attendKernel is one implementation of the score pass's inner loops. Every
-// implementation gives the same bits as portableKernel (attend_simd_test.go
-// holds them to it), so choosing one is only a matter of speed.
+// implementation of the difference form gives the same bits as
+// portableKernel (attend_simd_test.go holds them to it), so choosing one is
+// only a matter of speed; a kernel with scoreBF16 scores a bf16 store in the
+// dot form instead (attend_bf16dot.go), within a stated bound of its Go twin
+// bf16DotKernel and of the difference form.
 type attendKernel struct {
 	name string
 	// flush writes flushTiny of every src to dst.
@@ -123,10 +136,40 @@ type attendKernel struct {
 	// len(q) each), d2[h*n+i]: head h's squared distance from the query's
 	// key slices q to row i.
 	score func(k, q, d2 []float32, n, i0 int)
+	// scoreBF16, if set, scores a bf16 store's keys as stored, in the dot
+	// form (scoreBF16Go is its contract); int8 stores keep widen/score.
+	scoreBF16 func(k, qhi, qlo []uint16, qn, kn, d2 []float32, n, i0 int)
+	// scoreFMA, if set, scores decoded keys in the float32 dot form
+	// (attend_fma.go; scoreFMAGo is its contract) instead of score.
+	scoreFMA func(k, q, qn, kn, d2 []float32, n, i0 int)
+	// scoreFMA2, if set, is scoreFMA for two queries at once, each to the
+	// bit as scoreFMA scores it alone.
+	scoreFMA2 func(k, q0, q1, qn0, qn1, kn, d20, d21 []float32, n, i0 int)
 }
 
 // portableKernel is the reference implementation, in plain Go.
 var portableKernel = attendKernel{name: "go", flush: flushGo, widen: widenBF16Go, dequant: dequantInt8Go, score: scoreRowsGo}
+
+// fmaDotKernel is the Go twin of the AVX2 FMA kernel, the float32 dot form
+// for both stores; like bf16DotKernel it runs only when forced
+// (REGRESSD_SCORE_KERNEL=go-fmadot).
+var fmaDotKernel = func() attendKernel {
+	k := portableKernel
+	k.name, k.scoreFMA = "go-fmadot", scoreFMAGo
+	return k
+}()
+
+// bf16DotKernel is the Go twin of the AVX512-BF16 kernel: the dot form for
+// bf16 stores, the portable difference form for int8 ones. It runs nowhere
+// by default (it is slower than the difference form in Go); the tests hold
+// the assembly to it, and REGRESSD_SCORE_KERNEL=go-bf16dot runs the engine
+// on it to measure the dot form's accuracy on a machine without the
+// instruction.
+var bf16DotKernel = func() attendKernel {
+	k := portableKernel
+	k.name, k.scoreBF16 = "go-bf16dot", scoreBF16Go
+	return k
+}()
 
 func flushGo(dst, src []float32) {
 	dst = dst[:len(src)]

@@ -10,20 +10,18 @@ import "golang.org/x/sys/cpu"
 // differently), so the two give the same bits.
 var avx2Kernel = attendKernel{name: "avx2", flush: flushAVX2, widen: widenBF16AVX2, dequant: dequantInt8AVX2, score: scoreRowsAVX2}
 
-// archKernel is the score kernel scores uses: AVX2 where the CPU and OS
-// support it, plain Go otherwise.
-var archKernel = pickKernel(cpu.X86.HasAVX2)
-
-func pickKernel(avx2 bool) attendKernel {
-	if avx2 {
-		return avx2Kernel
-	}
-	return portableKernel
-}
-
-// attendKernels lists the kernels this machine can run, portableKernel first.
+// attendKernels lists the kernels this machine can run, portableKernel
+// first, the fastest last (archKernel's default).
 func attendKernels() []attendKernel {
-	if cpu.X86.HasAVX2 {
+	switch {
+	case hasAVX512BF16:
+		return []attendKernel{portableKernel, avx2FMAKernel, avx2Kernel, avx512BF16Kernel}
+	case hasAVX2FMA:
+		// avx2fma before avx2: it is no faster here (the pass is bound by
+		// reading the keys, not by arithmetic: docs/BENCHMARKS.md) and
+		// rounds otherwise, so avx2 stays the default.
+		return []attendKernel{portableKernel, avx2FMAKernel, avx2Kernel}
+	case cpu.X86.HasAVX2:
 		return []attendKernel{portableKernel, avx2Kernel}
 	}
 	return []attendKernel{portableKernel}
