@@ -15,6 +15,7 @@ var avx2Kernel = attendKernel{name: "avx2", flush: flushAVX2, widen: widenBF16AV
 func attendKernels() []attendKernel {
 	switch {
 	case hasAVX512BF16:
+		// avx512bf16 is opt-in (REGRESSD_SCORE_KERNEL): see chooseKernel.
 		return []attendKernel{portableKernel, avx2FMAKernel, avx2Kernel, avx512BF16Kernel}
 	case hasAVX2FMA:
 		// avx2fma before avx2: it is no faster here (the pass is bound by

@@ -129,11 +129,20 @@ func TestBF16DotAssemblyMatchesTwin(t *testing.T) {
 // dot-form kernel that disagrees with its twin is never chosen.
 func TestChooseKernel(t *testing.T) {
 	avail := attendKernels()
-	if got, want := chooseKernel("", avail).name, avail[len(avail)-1].name; got != want {
-		t.Fatalf("default = %s, want %s", got, want)
+	want := avail[0].name // the last kernel that is not a bf16 dot form
+	for _, k := range avail {
+		if k.scoreBF16 == nil {
+			want = k.name
+		}
 	}
-	if got := chooseKernel("no-such-kernel", avail).name; got != avail[len(avail)-1].name {
+	if got := chooseKernel("", avail).name; got != want {
+		t.Fatalf("default = %s, want %s (a bf16 dot form is opt-in)", got, want)
+	}
+	if got := chooseKernel("no-such-kernel", avail).name; got != want {
 		t.Fatalf("unknown name chose %s", got)
+	}
+	if got := chooseKernel("", append(avail, bf16DotKernel)).name; got != want {
+		t.Fatalf("a bf16 dot form listed last became the default: %s", got)
 	}
 	for _, name := range []string{"go", "go-bf16dot"} {
 		if got := chooseKernel(name, avail).name; got != name {

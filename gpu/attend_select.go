@@ -10,8 +10,7 @@ import (
 // kernel: go (the portable difference form), avx2, avx2fma, avx512bf16,
 // or the Go twins of the dot forms, go-fmadot and go-bf16dot (slow: for
 // accuracy checks on machines without the instructions). A name this
-// machine cannot run, or none, leaves the default: the last of
-// attendKernels.
+// machine cannot run, or none, leaves the default (chooseKernel).
 const ScoreKernelEnv = "REGRESSD_SCORE_KERNEL"
 
 // archKernel is the score kernel scores uses, chosen once at start.
@@ -21,23 +20,26 @@ var archKernel = chooseKernel(os.Getenv(ScoreKernelEnv), attendKernels())
 func ScoreKernel() string { return archKernel.name }
 
 // chooseKernel picks name among avail (and the dot forms' Go twins), else
-// the last of avail. A bf16 dot-form kernel must first agree with its Go
-// twin on a small case (bf16DotSelfCheck): one that does not is dropped, so
-// a wrong result from assembly never run on such a CPU before costs speed,
-// not answers (a fault in it would still stop the process).
+// the default: the last of avail that is not a bf16 dot form. A bf16 dot
+// form (avx512bf16) is opt-in: its assembly has not yet run on a CPU with
+// AVX512-BF16 (none was at hand), so it is chosen only by name and only
+// after it agrees with its Go twin on a small case (bf16DotSelfCheck); one
+// that does not is dropped. Nothing runs it unless asked: a fault in
+// untried assembly would stop the process, which no check can catch.
 func chooseKernel(name string, avail []attendKernel) attendKernel {
-	ok := make([]attendKernel, 0, len(avail)+1)
-	for _, k := range avail {
-		if k.scoreBF16 == nil || bf16DotSelfCheck(k) {
-			ok = append(ok, k)
+	if name != "" {
+		for _, k := range append(avail, bf16DotKernel, fmaDotKernel) {
+			if k.name == name && (k.scoreBF16 == nil || bf16DotSelfCheck(k)) {
+				return k
+			}
 		}
 	}
-	for _, k := range append(ok, bf16DotKernel, fmaDotKernel) {
-		if name != "" && k.name == name {
-			return k
+	for i := len(avail) - 1; i > 0; i-- {
+		if avail[i].scoreBF16 == nil {
+			return avail[i]
 		}
 	}
-	return ok[len(ok)-1]
+	return avail[0]
 }
 
 // bf16DotSelfCheck scores a small random bf16 case (g = 7 groups, one full

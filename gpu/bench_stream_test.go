@@ -3,17 +3,9 @@ package gpu
 import (
 	"context"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 )
-
-// cpuSeconds is the process's user plus system time.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
 
 // BenchmarkStreamForward times the passes of stream_bf16 against
 // resident_bf16 on one fit (20,000 rows × 8 features, model-4l: every head
