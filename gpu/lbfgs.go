@@ -11,12 +11,37 @@ import (
 // be evaluated.
 type objective func(x []float64) (val float64, grad func() ([]float64, bool), ok bool)
 
+// lbfgsMemory is the curvature L-BFGS has learnt: its last steps s and
+// gradient changes y. Handed from one search to the next (a start's
+// screening to its continuation, a subsample to a larger one), it spares
+// the next search the steepest-descent steps it would take to learn it
+// again.
+type lbfgsMemory struct {
+	s, y [][]float64
+	rho  []float64
+}
+
+// scale multiplies the remembered curvature by c: the next objective is c
+// times as curved as the last (a likelihood on c times as many rows).
+func (m *lbfgsMemory) scale(c float64) {
+	for k := range m.y {
+		for i := range m.y[k] {
+			m.y[k][i] *= c
+		}
+		m.rho[k] /= c
+	}
+}
+
 // lbfgs minimises fn from x (updated in place) with limited-memory BFGS and a
-// backtracking line search. project keeps iterates feasible. It returns the
+// backtracking line search, starting from and updating the curvature in mem
+// (nil: none kept). project keeps iterates feasible. It returns the
 // final value and whether any evaluation succeeded. It stops after the
 // iteration in which ctx ends.
-func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project func([]float64)) (float64, bool) {
-	const mem = 6
+func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project func([]float64), mem *lbfgsMemory) (float64, bool) {
+	const keep = 6
+	if mem == nil {
+		mem = &lbfgsMemory{}
+	}
 	n := len(x)
 	project(x)
 	fx, grad, ok := fn(x)
@@ -27,8 +52,8 @@ func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project fu
 	if !ok {
 		return 0, false
 	}
-	var sHist, yHist [][]float64
-	var rho []float64
+	sHist, yHist, rho := mem.s, mem.y, mem.rho
+	defer func() { mem.s, mem.y, mem.rho = sHist, yHist, rho }()
 	dir := make([]float64, n)
 	for it := 0; it < iters && ctx.Err() == nil; it++ {
 		// Two-loop recursion.
@@ -60,13 +85,18 @@ func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project fu
 		for i := range dir {
 			dir[i] = -dir[i]
 		}
+		blocked(x, dir, project)
 		slope := dot(g, dir)
 		if slope >= 0 {
 			for i := range dir {
 				dir[i] = -g[i]
 			}
-			slope = -dot(g, g)
+			blocked(x, dir, project)
+			slope = dot(g, dir)
 			sHist, yHist, rho = nil, nil, nil
+			if slope >= 0 {
+				break // a bound blocks every descent direction
+			}
 		}
 		step := 1.0
 		var xn, gn []float64
@@ -78,8 +108,14 @@ func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project fu
 				xn[i] = x[i] + step*dir[i]
 			}
 			project(xn)
+			// Armijo along the projected path: the decrease the gradient
+			// promises for the step actually taken.
+			var promised float64
+			for i := range x {
+				promised += g[i] * (xn[i] - x[i])
+			}
 			v, grad, okn := fn(xn)
-			if okn && v <= fx+1e-4*step*slope {
+			if okn && v <= fx+1e-4*promised {
 				if gn, okn = grad(); !okn {
 					break
 				}
@@ -101,7 +137,7 @@ func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project fu
 			sHist = append(sHist, s)
 			yHist = append(yHist, yv)
 			rho = append(rho, 1/sy)
-			if len(sHist) > mem {
+			if len(sHist) > keep {
 				sHist, yHist, rho = sHist[1:], yHist[1:], rho[1:]
 			}
 		}
@@ -113,4 +149,21 @@ func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project fu
 		}
 	}
 	return fx, true
+}
+
+// blocked zeroes the components of dir that push x, already feasible,
+// further past a bound of project: the search then moves along the bound
+// instead of into it, where projected steps of every length fail the line
+// search.
+func blocked(x, dir []float64, project func([]float64)) {
+	xp := make([]float64, len(x))
+	for i := range x {
+		xp[i] = x[i] + dir[i]
+	}
+	project(xp)
+	for i := range x {
+		if dir[i] != 0 && xp[i] == x[i] {
+			dir[i] = 0
+		}
+	}
 }
