@@ -98,7 +98,18 @@ func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project fu
 				break // a bound blocks every descent direction
 			}
 		}
+		// A unit step, unless it moves a log-parameter by more than
+		// maxLogStep: a direction learnt from a step along a bound can be
+		// orders of magnitude too long, and halving down from it cost up to
+		// ten factorisations.
 		step := 1.0
+		var big float64
+		for _, d := range dir {
+			big = max(big, math.Abs(d))
+		}
+		if big > maxLogStep {
+			step = maxLogStep / big
+		}
 		var xn, gn []float64
 		var fn2 float64
 		found := false
@@ -122,7 +133,7 @@ func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project fu
 				fn2, found = v, true
 				break
 			}
-			step *= 0.5
+			step *= backtrack(okn, v-fx, promised)
 		}
 		if !found {
 			break
@@ -166,4 +177,20 @@ func blocked(x, dir []float64, project func([]float64)) {
 			dir[i] = 0
 		}
 	}
+}
+
+// maxLogStep is the longest first trial step of the line search in any
+// log-parameter: a factor e² in a length scale or a variance.
+const maxLogStep = 2
+
+// backtrack is the factor by which the line search shortens a rejected
+// step: the minimiser of the quadratic through the current value (with the
+// slope the step promised) and the trial's (a change of dv), kept within
+// [0.1, 0.5]; 0.25 where the trial could not be evaluated.
+func backtrack(ok bool, dv, promised float64) float64 {
+	if !ok || !(dv > promised) {
+		return 0.25
+	}
+	u := -promised / (2 * (dv - promised))
+	return min(max(u, 0.1), 0.5)
 }
