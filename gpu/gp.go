@@ -167,28 +167,23 @@ func clampTheta(theta []float64, f int) {
 // subsample), because each step costs a Cholesky factorisation. Once ctx
 // ends the search stops where it is; the caller checks ctx.
 func fitGP(ctx context.Context, z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
-	// Screen every start briefly, then continue the best one with the
-	// curvature its screening learnt, then refine it on more rows with
-	// that curvature scaled to them (the likelihood's grows with its rows).
+	// Screen every start briefly, then continue the best one.
 	var best []float64
-	var bestMem *lbfgsMemory
-	bestVal, bestRows := math.Inf(1), 0
+	bestVal := math.Inf(1)
 	for _, s := range c.starts {
 		theta := make([]float64, f+2)
 		for d := range f {
 			theta[d] = math.Log(s * math.Sqrt(float64(f)))
 		}
 		theta[f+1] = math.Log(0.1)
-		mem := &lbfgsMemory{}
-		if v, m, ok := fitGPTheta(ctx, z, n, f, y, c.rows, c.screenIters, theta, mem); ok && v < bestVal {
-			bestVal, best, bestMem, bestRows = v, theta, mem, m
+		if v, ok := fitGPTheta(ctx, z, n, f, y, c.rows, c.screenIters, theta); ok && v < bestVal {
+			bestVal, best = v, theta
 		}
 	}
 	if best != nil {
-		fitGPTheta(ctx, z, n, f, y, c.rows, c.iters, best, bestMem)
+		fitGPTheta(ctx, z, n, f, y, c.rows, c.iters, best)
 		if c.refineRows > c.rows && n > c.rows {
-			bestMem.scale(float64(min(n, c.refineRows)) / float64(bestRows))
-			fitGPTheta(ctx, z, n, f, y, c.refineRows, c.refineIters, best, bestMem)
+			fitGPTheta(ctx, z, n, f, y, c.refineRows, c.refineIters, best)
 		}
 	}
 	h := gpHyper{ell: make([]float64, f), sf2: 1, sn2: 0.1}
@@ -229,15 +224,13 @@ func sampleRows(z []float64, n, f int, y []float64, maxRows int) (zs, ys []float
 	return zs, ys, m
 }
 
-// fitGPTheta runs L-BFGS from theta (updated in place) and mem on a fixed
-// subsample of at most maxRows rows and returns the final objective and the
-// subsample's rows.
-func fitGPTheta(ctx context.Context, z []float64, n, f int, y []float64, maxRows, iters int, theta []float64, mem *lbfgsMemory) (float64, int, bool) {
+// fitGPTheta runs L-BFGS from theta (updated in place) on a fixed subsample
+// of at most maxRows rows and returns the final objective.
+func fitGPTheta(ctx context.Context, z []float64, n, f int, y []float64, maxRows, iters int, theta []float64) (float64, bool) {
 	zs, ys, m := sampleRows(z, n, f, y, maxRows)
-	v, ok := lbfgs(ctx, func(t []float64) (float64, func() ([]float64, bool), bool) {
+	return lbfgs(ctx, func(t []float64) (float64, func() ([]float64, bool), bool) {
 		return gpValue(ctx, zs, m, f, ys, t)
-	}, theta, iters, func(t []float64) { clampTheta(t, f) }, mem)
-	return v, m, ok
+	}, theta, iters, func(t []float64) { clampTheta(t, f) }, nil)
 }
 
 // spreadSample returns up to k row indices out of n, spread evenly by a fixed
@@ -300,7 +293,9 @@ func fitGPIso(ctx context.Context, z []float64, n, f int, y []float64, c gpFitCo
 		t[1] = min(max(t[1], math.Log(1e-3)), math.Log(maxSignal))
 		t[2] = min(max(t[2], math.Log(minNoise)), math.Log(10))
 	}
-	// Screen both starts, then continue the better one (as fitGP does).
+	// Screen both starts, then continue the better one with the curvature
+	// its screening learnt: the steps the whole search from that start
+	// would take, without the other start's.
 	var best []float64
 	var bestMem *lbfgsMemory
 	bv := math.Inf(1)

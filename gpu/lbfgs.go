@@ -12,24 +12,13 @@ import (
 type objective func(x []float64) (val float64, grad func() ([]float64, bool), ok bool)
 
 // lbfgsMemory is the curvature L-BFGS has learnt: its last steps s and
-// gradient changes y. Handed from one search to the next (a start's
-// screening to its continuation, a subsample to a larger one), it spares
-// the next search the steepest-descent steps it would take to learn it
-// again.
+// gradient changes y. Handed to the next call on the same objective from
+// where the last stopped, it makes the two calls one search: the screening
+// of a start and its continuation take the steps one uninterrupted search
+// would.
 type lbfgsMemory struct {
 	s, y [][]float64
 	rho  []float64
-}
-
-// scale multiplies the remembered curvature by c: the next objective is c
-// times as curved as the last (a likelihood on c times as many rows).
-func (m *lbfgsMemory) scale(c float64) {
-	for k := range m.y {
-		for i := range m.y[k] {
-			m.y[k][i] *= c
-		}
-		m.rho[k] /= c
-	}
 }
 
 // lbfgs minimises fn from x (updated in place) with limited-memory BFGS and a
@@ -85,31 +74,15 @@ func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project fu
 		for i := range dir {
 			dir[i] = -dir[i]
 		}
-		blocked(x, dir, project)
 		slope := dot(g, dir)
 		if slope >= 0 {
 			for i := range dir {
 				dir[i] = -g[i]
 			}
-			blocked(x, dir, project)
-			slope = dot(g, dir)
+			slope = -dot(g, g)
 			sHist, yHist, rho = nil, nil, nil
-			if slope >= 0 {
-				break // a bound blocks every descent direction
-			}
 		}
-		// A unit step, unless it moves a log-parameter by more than
-		// maxLogStep: a direction learnt from a step along a bound can be
-		// orders of magnitude too long, and halving down from it cost up to
-		// ten factorisations.
 		step := 1.0
-		var big float64
-		for _, d := range dir {
-			big = max(big, math.Abs(d))
-		}
-		if big > maxLogStep {
-			step = maxLogStep / big
-		}
 		var xn, gn []float64
 		var fn2 float64
 		found := false
@@ -119,21 +92,15 @@ func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project fu
 				xn[i] = x[i] + step*dir[i]
 			}
 			project(xn)
-			// Armijo along the projected path: the decrease the gradient
-			// promises for the step actually taken.
-			var promised float64
-			for i := range x {
-				promised += g[i] * (xn[i] - x[i])
-			}
 			v, grad, okn := fn(xn)
-			if okn && v <= fx+1e-4*promised {
+			if okn && v <= fx+1e-4*step*slope {
 				if gn, okn = grad(); !okn {
 					break
 				}
 				fn2, found = v, true
 				break
 			}
-			step *= backtrack(okn, v-fx, promised)
+			step *= 0.5
 		}
 		if !found {
 			break
@@ -160,37 +127,4 @@ func lbfgs(ctx context.Context, fn objective, x []float64, iters int, project fu
 		}
 	}
 	return fx, true
-}
-
-// blocked zeroes the components of dir that push x, already feasible,
-// further past a bound of project: the search then moves along the bound
-// instead of into it, where projected steps of every length fail the line
-// search.
-func blocked(x, dir []float64, project func([]float64)) {
-	xp := make([]float64, len(x))
-	for i := range x {
-		xp[i] = x[i] + dir[i]
-	}
-	project(xp)
-	for i := range x {
-		if dir[i] != 0 && xp[i] == x[i] {
-			dir[i] = 0
-		}
-	}
-}
-
-// maxLogStep is the longest first trial step of the line search in any
-// log-parameter: a factor e² in a length scale or a variance.
-const maxLogStep = 2
-
-// backtrack is the factor by which the line search shortens a rejected
-// step: the minimiser of the quadratic through the current value (with the
-// slope the step promised) and the trial's (a change of dv), kept within
-// [0.1, 0.5]; 0.25 where the trial could not be evaluated.
-func backtrack(ok bool, dv, promised float64) float64 {
-	if !ok || !(dv > promised) {
-		return 0.25
-	}
-	u := -promised / (2 * (dv - promised))
-	return min(max(u, 0.1), 0.5)
 }
