@@ -40,11 +40,14 @@ const (
 	noiseFloor = 0.003
 )
 
-// gpObjective is the negative log marginal likelihood of y under the kernel
-// with log-parameters theta = [log ell_1..F, log sf2, log sn2], and its
-// gradient. z is m×f row-major. It fails (false) when the kernel matrix
-// cannot be factored or ctx has ended.
-func gpObjective(ctx context.Context, z []float64, m, f int, y, theta []float64) (float64, []float64, bool) {
+// gpValue is the negative log marginal likelihood of y under the kernel
+// with log-parameters theta = [log ell_1..F, log sf2, log sn2], and a
+// function that finishes its gradient from the same factorisation. z is
+// m×f row-major. It fails (false) when the kernel matrix cannot be factored
+// or ctx has ended. The value costs the Cholesky factorisation; the gradient
+// costs about twice that again (K⁻¹ in full), so a line search that rejects
+// a trial point never pays for it.
+func gpValue(ctx context.Context, z []float64, m, f int, y, theta []float64) (float64, func() ([]float64, bool), bool) {
 	inv2 := make([]float64, f)
 	for d := range f {
 		e := math.Exp(theta[d])
@@ -92,9 +95,15 @@ func gpObjective(ctx context.Context, z []float64, m, f int, y, theta []float64)
 		val += math.Log(k[i*m+i])
 	}
 	val += 0.5 * float64(m) * math.Log(2*math.Pi)
-	inv := invFull(ctx, invLowerT(ctx, k, m), m)
+	return val, func() ([]float64, bool) { return gpGradient(ctx, z, m, f, k, ks, alpha, inv2, sn2) }, true
+}
+
+// gpGradient is gpValue's gradient from the Cholesky factor l of K,
+// its signal part ks, α = K⁻¹y and the kernel's 1/ell² and noise.
+func gpGradient(ctx context.Context, z []float64, m, f int, l, ks, alpha, inv2 []float64, sn2 float64) ([]float64, bool) {
+	inv := invFull(ctx, invLowerT(ctx, l, m), m)
 	if ctx.Err() != nil {
-		return 0, nil, false
+		return nil, false
 	}
 	// W = K⁻¹ − ααᵀ; grad_θ = ½ tr(W ∂K/∂θ). W and K are symmetric, so
 	// the lower triangle counts twice. Rows are summed in fixed pieces of
@@ -124,7 +133,7 @@ func gpObjective(ctx context.Context, z []float64, m, f int, y, theta []float64)
 		}
 	})
 	if ctx.Err() != nil {
-		return 0, nil, false
+		return nil, false
 	}
 	grad := make([]float64, f+2)
 	gd := make([]float64, f)
@@ -141,7 +150,7 @@ func gpObjective(ctx context.Context, z []float64, m, f int, y, theta []float64)
 	}
 	grad[f] *= 0.5
 	grad[f+1] *= 0.5
-	return val, grad, true
+	return grad, true
 }
 
 // clampTheta keeps the log-parameters inside the search bounds.
@@ -219,9 +228,9 @@ func sampleRows(z []float64, n, f int, y []float64, maxRows int) (zs, ys []float
 // of at most maxRows rows and returns the final objective.
 func fitGPTheta(ctx context.Context, z []float64, n, f int, y []float64, maxRows, iters int, theta []float64) (float64, bool) {
 	zs, ys, m := sampleRows(z, n, f, y, maxRows)
-	return lbfgs(ctx, func(t []float64) (float64, []float64, bool) {
-		return gpObjective(ctx, zs, m, f, ys, t)
-	}, theta, iters, func(t []float64) { clampTheta(t, f) })
+	return lbfgs(ctx, func(t []float64) (float64, func() ([]float64, bool), bool) {
+		return gpValue(ctx, zs, m, f, ys, t)
+	}, theta, iters, func(t []float64) { clampTheta(t, f) }, nil)
 }
 
 // spreadSample returns up to k row indices out of n, spread evenly by a fixed
@@ -252,137 +261,53 @@ func spreadSampleSeed(n, k int, seed uint64) []int {
 	return idx[:k]
 }
 
-// lbfgs minimises fn from x (updated in place) with limited-memory BFGS and a
-// backtracking line search. project keeps iterates feasible. It returns the
-// final value and whether any evaluation succeeded. It stops after the
-// iteration in which ctx ends.
-func lbfgs(ctx context.Context, fn func([]float64) (float64, []float64, bool), x []float64, iters int, project func([]float64)) (float64, bool) {
-	const mem = 6
-	n := len(x)
-	project(x)
-	fx, g, ok := fn(x)
-	if !ok {
-		return 0, false
-	}
-	var sHist, yHist [][]float64
-	var rho []float64
-	dir := make([]float64, n)
-	for it := 0; it < iters && ctx.Err() == nil; it++ {
-		// Two-loop recursion.
-		copy(dir, g)
-		al := make([]float64, len(sHist))
-		for k := len(sHist) - 1; k >= 0; k-- {
-			al[k] = rho[k] * dot(sHist[k], dir)
-			for i := range dir {
-				dir[i] -= al[k] * yHist[k][i]
-			}
-		}
-		if k := len(sHist) - 1; k >= 0 {
-			gam := dot(sHist[k], yHist[k]) / dot(yHist[k], yHist[k])
-			for i := range dir {
-				dir[i] *= gam
-			}
-		} else {
-			gn := math.Sqrt(dot(g, g))
-			for i := range dir {
-				dir[i] /= max(gn, 1)
-			}
-		}
-		for k := range sHist {
-			b := rho[k] * dot(yHist[k], dir)
-			for i := range dir {
-				dir[i] += sHist[k][i] * (al[k] - b)
-			}
-		}
-		for i := range dir {
-			dir[i] = -dir[i]
-		}
-		slope := dot(g, dir)
-		if slope >= 0 {
-			for i := range dir {
-				dir[i] = -g[i]
-			}
-			slope = -dot(g, g)
-			sHist, yHist, rho = nil, nil, nil
-		}
-		step := 1.0
-		var xn, gn []float64
-		var fn2 float64
-		found := false
-		for ls := 0; ls < 20 && ctx.Err() == nil; ls++ {
-			xn = make([]float64, n)
-			for i := range x {
-				xn[i] = x[i] + step*dir[i]
-			}
-			project(xn)
-			var okn bool
-			fn2, gn, okn = fn(xn)
-			if okn && fn2 <= fx+1e-4*step*slope {
-				found = true
-				break
-			}
-			step *= 0.5
-		}
-		if !found {
-			break
-		}
-		s := make([]float64, n)
-		yv := make([]float64, n)
-		for i := range x {
-			s[i] = xn[i] - x[i]
-			yv[i] = gn[i] - g[i]
-		}
-		if sy := dot(s, yv); sy > 1e-12 {
-			sHist = append(sHist, s)
-			yHist = append(yHist, yv)
-			rho = append(rho, 1/sy)
-			if len(sHist) > mem {
-				sHist, yHist, rho = sHist[1:], yHist[1:], rho[1:]
-			}
-		}
-		improved := fx - fn2
-		copy(x, xn)
-		fx, g = fn2, gn
-		if improved < 1e-7*(1+math.Abs(fx)) {
-			break
-		}
-	}
-	return fx, true
-}
-
 // fitGPIso fits a GP with one length scale shared by every feature: three
 // hyperparameters, so it overfits a small context less than the ARD fit.
 // Once ctx ends the search stops where it is; the caller checks ctx.
 func fitGPIso(ctx context.Context, z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 	zs, ys, m := sampleRows(z, n, f, y, c.rows)
-	obj := func(t []float64) (float64, []float64, bool) {
+	obj := func(t []float64) (float64, func() ([]float64, bool), bool) {
 		full := make([]float64, f+2)
 		for d := range f {
 			full[d] = t[0]
 		}
 		full[f], full[f+1] = t[1], t[2]
-		val, g, ok := gpObjective(ctx, zs, m, f, ys, full)
+		val, grad, ok := gpValue(ctx, zs, m, f, ys, full)
 		if !ok {
 			return 0, nil, false
 		}
-		var g0 float64
-		for d := range f {
-			g0 += g[d]
-		}
-		return val, []float64{g0, g[f], g[f+1]}, true
+		return val, func() ([]float64, bool) {
+			g, ok := grad()
+			if !ok {
+				return nil, false
+			}
+			var g0 float64
+			for d := range f {
+				g0 += g[d]
+			}
+			return []float64{g0, g[f], g[f+1]}, true
+		}, true
 	}
 	project := func(t []float64) {
 		t[0] = min(max(t[0], math.Log(minEll)), math.Log(maxEll))
 		t[1] = min(max(t[1], math.Log(1e-3)), math.Log(maxSignal))
 		t[2] = min(max(t[2], math.Log(minNoise)), math.Log(10))
 	}
+	// Screen both starts, then continue the better one with the curvature
+	// its screening learnt: the steps the whole search from that start
+	// would take, without the other start's.
 	var best []float64
+	var bestMem *lbfgsMemory
 	bv := math.Inf(1)
 	for _, s := range []float64{1, 0.2} {
 		th := []float64{math.Log(s * math.Sqrt(float64(f))), 0, math.Log(0.1)}
-		if v, ok := lbfgs(ctx, obj, th, c.screenIters+c.iters, project); ok && v < bv {
-			bv, best = v, th
+		mem := &lbfgsMemory{}
+		if v, ok := lbfgs(ctx, obj, th, c.screenIters, project, mem); ok && v < bv {
+			bv, best, bestMem = v, th, mem
 		}
+	}
+	if best != nil {
+		lbfgs(ctx, obj, best, c.iters, project, bestMem)
 	}
 	h := gpHyper{ell: make([]float64, f), sf2: 1, sn2: 0.1}
 	if best == nil {

@@ -97,6 +97,23 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 			}
 			own[rows[a]] = rr[a] - al[a]/d
 		}
+		var needed []int
+		for a := range m {
+			if need(a) {
+				needed = append(needed, a)
+			}
+		}
+		if len(needed) < m {
+			// Some rows are scored (a large context): their columns, four
+			// consecutive ones at a time, and no others.
+			for a := range m {
+				res.alpha[rows[a]] = al[a] / float64(nc)
+			}
+			if err := looColumns(ctx, k, m, needed, loo); err != nil {
+				return solveResult{}, err
+			}
+			continue
+		}
 		if err := parallelFor(ctx, m, 16, func(lo, hi int) {
 			var xs [4][]float64
 			for q := range xs {
@@ -161,6 +178,62 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 		return solveResult{}, err
 	}
 	return res, nil
+}
+
+// looColumns calls loo(a, x) with x column a of L⁻¹ (from a on) for each
+// a in cols (ascending), four at a time (invLowerCols4). It is for a
+// subset of the columns: invLowerT's groups c, c+4, c+8, c+12 solve a whole
+// group for one scored column of it, three quarters of them unused when a
+// fifth of the rows are scored.
+func looColumns(ctx context.Context, l []float64, m int, cols []int, loo func(a int, x []float64)) error {
+	groups := (len(cols) + 3) / 4
+	return parallelFor(ctx, groups, 1, func(lo, hi int) {
+		var xs [4][]float64
+		for q := range xs {
+			xs[q] = make([]float64, m)
+		}
+		for gi := lo; gi < hi; gi++ {
+			g := cols[gi*4 : min(gi*4+4, len(cols))]
+			var c [4]int
+			for q := range c {
+				c[q] = g[min(q, len(g)-1)]
+				clear(xs[q])
+			}
+			invLowerCols4(l, m, c, xs[0], xs[1], xs[2], xs[3])
+			for q, a := range g {
+				loo(a, xs[q])
+			}
+		}
+	})
+}
+
+// invLowerCols4 solves columns c[0] ≤ c[1] ≤ c[2] ≤ c[3] of L⁻¹ into x0…x3
+// (length n, zeroed by the caller) from c[0] on, every row of L loaded once
+// for the four (dot4). A column's entries above its own index are zero, so
+// starting its sums at c[0] adds only zeros; the products fall in other
+// running sums than invLowerColInto's, so the results agree with it to
+// rounding, not to the bit.
+func invLowerCols4(l []float64, n int, c [4]int, x0, x1, x2, x3 []float64) {
+	xs := [4][]float64{x0, x1, x2, x3}
+	c0 := c[0]
+	for q := range xs {
+		if c[q] == c0 {
+			xs[q][c0] = 1 / l[c0*n+c0]
+		}
+	}
+	for i := c0 + 1; i < n; i++ {
+		ri := l[i*n:]
+		var d [4]float64
+		d[0], d[1], d[2], d[3] = dot4(ri[c0:i], x0[c0:i], x1[c0:i], x2[c0:i], x3[c0:i])
+		for q := range xs {
+			switch {
+			case i > c[q]:
+				xs[q][i] = -d[q] / ri[i]
+			case i == c[q]:
+				xs[q][i] = 1 / ri[i]
+			}
+		}
+	}
 }
 
 // initSlack bounds the sorted initialisation: a candidate joins it only if

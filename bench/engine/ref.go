@@ -28,10 +28,9 @@ func RefBuild(ctx context.Context, root, ref string) (bin string, cleanup func()
 	if err != nil {
 		return "", nil, fmt.Errorf("ref build: %w", err)
 	}
-	cleanup = func() { os.RemoveAll(tmp) }
 	defer func() {
-		if err != nil {
-			cleanup()
+		if err != nil { // the returns below set cleanup to nil with the error
+			os.RemoveAll(tmp)
 		}
 	}()
 	mod := filepath.Join(tmp, "refdriver")
@@ -63,7 +62,7 @@ func RefBuild(ctx context.Context, root, ref string) (bin string, cleanup func()
 	if _, err := run(ctx, mod, "go", "build", "-o", bin, "."); err != nil {
 		return "", nil, err
 	}
-	return bin, cleanup, nil
+	return bin, func() { os.RemoveAll(tmp) }, nil
 }
 
 // extractGPU writes the gpu package's non-test files of commit ref into dir.
