@@ -74,7 +74,7 @@ func (c *commonFlags) registerDataDir(fs *flag.FlagSet) {
 
 // registerDatabase adds --database-url.
 func (c *commonFlags) registerDatabase(fs *flag.FlagSet) {
-	secretFlag(fs, &c.DatabaseURL, "database-url", "REGRESSD_DATABASE_URL", "PostgreSQL URL; empty runs a private cluster under --data-dir")
+	secretFlag(fs, &c.DatabaseURL, "database-url", "REGRESSD_DATABASE_URL", "PostgreSQL URL; empty uses the private cluster under --data-dir (started by the roles and run, reused by the other commands)")
 }
 
 // registerBus adds --nats-url and --replicas; serve adds --nats-listen, for

@@ -49,7 +49,7 @@ func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(c.m.Stdout, "created trigger %s (%s)\n", t.Name, t.Spec)
 		if path, ok := strings.CutPrefix(t.Spec, "request:"); ok {
-			fmt.Fprintf(c.m.Stdout, "run it: curl -X POST %s/api/v3/engine/%s -H \"X-Service-Api-Key: $SERVICE_API_KEY\" -d '{}'\n", c.client.Server, path)
+			fmt.Fprintf(c.m.Stdout, "run it: curl -X POST %s/api/v3/engine/%s -H \"X-Service-Api-Key: $SERVICE_API_KEY\" -H 'Content-Type: application/json' -d '{}'\n", c.client.Server, path)
 		}
 		return nil
 	case "list":
