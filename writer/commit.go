@@ -217,10 +217,13 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally) 
 			w.log.Debug("result already written; redelivery ignored", "task_id", r.Meta.TaskID, "batch", r.Batch)
 			continue
 		case r.Batch < 0:
-			if err := settleVerdict(ctx, tx, r.Meta.TaskID, r.Status, r.Message, r.Code); err != nil {
+			settled, err := settleVerdict(ctx, tx, r.Meta.TaskID, r.Status, r.Message, r.Code)
+			if err != nil {
 				return nil, nil, err
 			}
-			n.settled(r.Status, r.Meta)
+			if settled {
+				n.settled(r.Status, r.Meta)
+			}
 			continue
 		}
 		out[i] = &settled{}

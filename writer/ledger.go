@@ -193,14 +193,26 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 	return statuses, br.Close()
 }
 
-// settleVerdict records a task that ended in the producer.
+// settleVerdict records a task that ended in the producer; settled is
+// false when it did not settle the task.
 // A verdict never overrides a task that has batches: a job planned twice at
 // once (its first delivery still running when the second came) may end once
 // in batches and once in a verdict ("nothing left to predict"); the batches
 // are the truth, and a task settled by a verdict reopens when batches come.
-func settleVerdict(ctx context.Context, tx pgx.Tx, taskID string, status schemas.Status, msg string, code int) error {
-	_, err := tx.Exec(ctx, `UPDATE regressd_tasks SET status = $2, message = $3, code = $4, updated = now() WHERE task_id = $1 AND batches = 0`, taskID, status, msg, code)
-	return err
+// Nor does it settle a group_by run once announced (series_total > 0): the
+// run settles when every one of its series has (settleParent), and the
+// verdict, kept in its message, is said then.
+func settleVerdict(ctx context.Context, tx pgx.Tx, taskID string, status schemas.Status, msg string, code int) (settled bool, err error) {
+	err = tx.QueryRow(ctx, `UPDATE regressd_tasks SET
+			status = CASE WHEN series_total = 0 THEN $2 ELSE status END,
+			message = CASE WHEN series_total = 0 OR message = '' THEN $3 ELSE message || '; ' || $3 END,
+			code = CASE WHEN series_total = 0 THEN $4 ELSE code END, updated = now()
+		WHERE task_id = $1 AND batches = 0 AND (series_total = 0 OR status = 'running')
+		RETURNING series_total = 0`, taskID, status, msg, code).Scan(&settled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return settled, err
 }
 
 // summary reads a task back from the ledger.

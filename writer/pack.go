@@ -1,0 +1,175 @@
+package writer
+
+// Packs: the results of many small series of a group_by run in one
+// message (schemas.DecodeResultPack). One transaction writes them all:
+// every series' batch claimed (or verdict settled) and points written, as
+// a group of lone results would be (applyIn), and the series that ended
+// counted into their parent. A pack delivered again claims nothing and
+// counts nothing: each series' batch and count are recorded once.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/regressd/regressd/bus"
+	"github.com/regressd/regressd/metrics"
+	"github.com/regressd/regressd/schemas"
+	"github.com/regressd/regressd/tsdb"
+)
+
+func (w *Writer) handlePack(ctx context.Context, msg jetstream.Msg) error {
+	raw, err := schemas.DecodeResultPack(msg.Headers(), msg.Data())
+	if err != nil {
+		return bus.Permanent(err)
+	}
+	rs := make([]result, len(raw))
+	for i, r := range raw {
+		rs[i].Result = r
+		if r.Status == schemas.StatusOK {
+			if err := rs[i].decodeBody(r.Body); err != nil {
+				return bus.Permanent(fmt.Errorf("pack result %s: %w", r.Meta.TaskID, err))
+			}
+		}
+		rs[i].Body = nil
+	}
+	// One order for every transaction (see applyGroup).
+	slices.SortFunc(rs, func(a, b result) int { return strings.Compare(a.Meta.TaskID, b.Meta.TaskID) })
+	parent := schemas.PackParent(msg.Headers())
+	ended, total, err := w.commitPack(ctx, parent, rs)
+	if errors.Is(err, tsdb.ErrIncompatible) || errors.Is(err, tsdb.ErrRefused) {
+		// Some series' points cannot be written: each series alone, so
+		// that the others are and that one fails (apply).
+		w.log.Warn("pack not written whole; writing its series one by one", "task_id", parent, "err", err)
+		return w.applyEach(ctx, msg, parent, rs)
+	}
+	if err != nil {
+		return w.writeFailed(ctx, msg, firstWithPoints(rs), err)
+	}
+	if total > 0 && ended >= total {
+		if err := w.settleParent(ctx, parent); err != nil {
+			return err
+		}
+	}
+	return msg.Ack()
+}
+
+// firstWithPoints is the pack's first result with predictions to write,
+// whose write attempts writeFailed counts; else its first.
+func firstWithPoints(rs []result) result {
+	for _, r := range rs {
+		if r.Status == schemas.StatusOK && !r.Meta.DryRun {
+			return r
+		}
+	}
+	return rs[0]
+}
+
+// commitPack writes a pack's results (sorted by task) in one transaction
+// with the count of its ended series into parent; it returns the parent's
+// ended series and total (0 when not announced yet).
+func (w *Writer) commitPack(ctx context.Context, parent string, rs []result) (ended, total int, err error) {
+	if err := w.ensureTaskRows(ctx, rs); err != nil {
+		return 0, 0, err
+	}
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.Meta.TaskID
+	}
+	var ensured []string
+	var n tally
+	committed := w.cfg.Metrics.Time(metrics.StageWriterCommit)
+	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		var err error
+		n = tally{}
+		if _, ensured, err = w.applyIn(ctx, tx, rs, &n); err != nil {
+			return err
+		}
+		ended, total, err = countEnded(ctx, tx, parent, ids)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	committed()
+	n.record(w.cfg.Metrics)
+	w.markEnsured(ensured...)
+	return ended, total, nil
+}
+
+// countEnded counts the series of ids that have ended and are not counted
+// yet into parent, under the parent's lock (see handleAnnounce), and
+// returns the parent's ended series and total; 0, 0 when the parent is not
+// announced yet (its announcement counts them).
+func countEnded(ctx context.Context, tx pgx.Tx, parent string, ids []string) (ended, total int, err error) {
+	if err := lockParent(ctx, tx, parent); err != nil {
+		return 0, 0, fmt.Errorf("count series into %s: %w", parent, err)
+	}
+	err = tx.QueryRow(ctx, `WITH c AS (UPDATE regressd_tasks SET series_counted = true
+			WHERE task_id = ANY($1) AND parent_id = $2 AND NOT series_counted AND status <> 'running' RETURNING 1)
+		UPDATE regressd_tasks SET series_ended = series_ended + (SELECT count(*) FROM c) WHERE task_id = $2
+		RETURNING series_ended, series_total`, ids, parent).Scan(&ended, &total)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("count series into %s: %w", parent, err)
+	}
+	return ended, total, nil
+}
+
+// applyEach writes a pack's results one by one (apply), counting each
+// series that ended into parent, then acknowledges the pack.
+func (w *Writer) applyEach(ctx context.Context, msg jetstream.Msg, parent string, rs []result) error {
+	for _, r := range rs {
+		if o := w.apply(ctx, r); o.err != nil {
+			return w.writeFailed(ctx, msg, r, o.err)
+		}
+		if err := w.countIfEnded(ctx, r.Meta.TaskID, parent); err != nil {
+			return err
+		}
+	}
+	return msg.Ack()
+}
+
+// countIfEnded counts a series into its parent when it has ended.
+func (w *Writer) countIfEnded(ctx context.Context, taskID, parent string) error {
+	var status schemas.Status
+	if err := w.pool.QueryRow(ctx, `SELECT status FROM regressd_tasks WHERE task_id = $1`, taskID).Scan(&status); err != nil {
+		return fmt.Errorf("read series task %s: %w", taskID, err)
+	}
+	if !status.Done() {
+		return nil
+	}
+	return w.countSeries(ctx, taskID, parent)
+}
+
+// packDeadLetter settles every series of a dead-lettered pack result as
+// failed (a verdict, as a failed verdict), so that its run still ends.
+func (w *Writer) packDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
+	raw, err := schemas.DecodeResultPack(dl.Header, dl.Data)
+	if err != nil {
+		return nil // belongs to no run we can read
+	}
+	slices.SortFunc(raw, func(a, b schemas.Result) int { return cmp.Compare(a.Meta.TaskID, b.Meta.TaskID) })
+	parent := schemas.PackParent(dl.Header)
+	for _, r := range raw {
+		rr := result{Result: r}
+		rr.Status, rr.Code, rr.Body = schemas.StatusFailed, http.StatusInternalServerError, nil
+		rr.Message = "result dead-lettered (see 'regressd dlq list'): " + dl.Reason
+		if o := w.apply(ctx, rr); o.err != nil {
+			return o.err
+		}
+		if err := w.countIfEnded(ctx, r.Meta.TaskID, parent); err != nil {
+			return err
+		}
+	}
+	return nil
+}
