@@ -4,6 +4,7 @@ package producer
 // in one batch and whose context is small travels with others in one
 // pack message (schemas.PackSeries), its context inline rather than in
 // the object store, and so does a series that ends here (its verdict).
+// A pack's series share one record of context rows and one of query rows.
 // A large series keeps its own context object and batches. Each series is
 // still a task of its own: the writer claims its batch 0 (or settles its
 // verdict) as it would a lone series', so a pack published again, whole or
@@ -11,7 +12,11 @@ package producer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,6 +50,7 @@ type packer struct {
 	parent  string
 	w       window
 	cur     []schemas.PackSeries
+	ex, qs  []int // the current pack's context and query rows, series after series
 	bytes   int
 	acks    []jetstream.PubAckFuture
 	packs   int
@@ -54,32 +60,23 @@ type packer struct {
 // the series would not fit.
 func (k *packer) add(ctx context.Context, s *seriesPlan) error {
 	e := schemas.PackSeries{Meta: s.meta}
+	size := 512 // its meta
 	if s.verdict != nil {
 		e.Meta.Batches = 0
 		e.Status, e.Message, e.Code = s.verdict.status, s.verdict.msg, s.verdict.code
 	} else {
-		rec := k.w.contextRecord(e.Meta.Features, s.ex)
-		body, err := schemas.EncodeRecord(rec)
-		rec.Release()
-		if err != nil {
-			return err
-		}
-		q := k.w.queryRecord(e.Meta.Features, s.qs)
-		queries, err := schemas.EncodeRecord(q)
-		q.Release()
-		if err != nil {
-			return err
-		}
-		e.Meta.ContextDigest, e.Meta.Batches = schemas.ContextDigest(body), 1
-		e.Context, e.Queries = body, queries
+		e.Meta.ContextDigest, e.Meta.Batches = k.w.digest(s.ex), 1
+		size += (len(s.ex)*(len(k.w.features)+1) + len(s.qs)*(len(k.w.features)+1)) * 8
 	}
-	size := len(e.Context) + len(e.Queries) + 1024 // and its meta
 	if len(k.cur) > 0 && (len(k.cur) >= packMaxSeries || k.bytes+size > packMaxBytes) {
 		if err := k.flush(ctx); err != nil {
 			return err
 		}
 	}
 	k.cur, k.bytes = append(k.cur, e), k.bytes+size
+	if s.verdict == nil {
+		k.ex, k.qs = append(k.ex, s.ex...), append(k.qs, s.qs...)
+	}
 	return nil
 }
 
@@ -88,11 +85,24 @@ func (k *packer) flush(ctx context.Context) error {
 	if len(k.cur) == 0 {
 		return nil
 	}
+	features := k.cur[0].Meta.Features
+	rec := k.w.contextRecord(features, k.ex)
+	ctxBody, err := schemas.EncodeRecord(rec)
+	rec.Release()
+	if err != nil {
+		return err
+	}
+	rec = k.w.queryRecord(features, k.qs)
+	queries, err := schemas.EncodeRecord(rec)
+	rec.Release()
+	if err != nil {
+		return err
+	}
 	ids := make([]string, len(k.cur))
 	for i, e := range k.cur {
 		ids[i] = e.Meta.TaskID
 	}
-	m, err := schemas.NewPackMsg(k.trigger, k.parent, k.cur)
+	m, err := schemas.NewPackMsg(k.trigger, k.parent, schemas.Pack{Series: k.cur, Context: ctxBody, Queries: queries})
 	if err != nil {
 		return err
 	}
@@ -101,9 +111,24 @@ func (k *packer) flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("publish pack: %w", err)
 	}
-	k.acks, k.cur, k.bytes = append(k.acks, ack), nil, 0
+	k.acks, k.cur, k.ex, k.qs, k.bytes = append(k.acks, ack), nil, nil, nil, 0
 	k.packs++
 	return nil
+}
+
+// digest is the digest of a series' context rows (TaskMeta's
+// ContextDigest, which keys the engine's cache), from their values.
+func (w window) digest(rows []int) string {
+	h := sha256.New()
+	buf := make([]byte, 0, 8*(len(w.features)+1)*len(rows))
+	for _, i := range rows {
+		for _, f := range w.features {
+			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(f.Value(i)))
+		}
+		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(w.target.Value(i)))
+	}
+	h.Write(buf)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // wait publishes the last pack and waits for every pack's acknowledgement.

@@ -65,14 +65,19 @@ func batches(t *testing.T, s *bustest.Server) []publishedBatch {
 		}
 		if schemas.IsPack(raw.Header) {
 			// A pack: each series to predict is its task's batch 0.
-			series, err := schemas.DecodePack(raw.Header, raw.Data)
+			pack, err := schemas.DecodePack(raw.Header, raw.Data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range series {
-				if e.Status == "" {
-					out = append(out, publishedBatch{meta: e.Meta, times: queryTimes(t, e.Queries, e.Meta.Features), pack: len(series)})
+			times, lo := queryTimes(t, pack.Queries, pack.Series[0].Meta.Features), 0
+			for _, e := range pack.Series {
+				if _, n := e.PackRows(); n > 0 {
+					out = append(out, publishedBatch{meta: e.Meta, times: times[lo : lo+n], pack: len(pack.Series)})
+					lo += n
 				}
+			}
+			if lo != len(times) {
+				t.Fatalf("pack of %d query rows holds %d", lo, len(times))
 			}
 			continue
 		}

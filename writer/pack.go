@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/regressd/regressd/bus"
@@ -26,19 +27,9 @@ import (
 )
 
 func (w *Writer) handlePack(ctx context.Context, msg jetstream.Msg) error {
-	raw, err := schemas.DecodeResultPack(msg.Headers(), msg.Data())
+	rs, err := decodePack(msg.Headers(), msg.Data())
 	if err != nil {
 		return bus.Permanent(err)
-	}
-	rs := make([]result, len(raw))
-	for i, r := range raw {
-		rs[i].Result = r
-		if r.Status == schemas.StatusOK {
-			if err := rs[i].decodeBody(r.Body); err != nil {
-				return bus.Permanent(fmt.Errorf("pack result %s: %w", r.Meta.TaskID, err))
-			}
-		}
-		rs[i].Body = nil
 	}
 	// One order for every transaction (see applyGroup).
 	slices.SortFunc(rs, func(a, b result) int { return strings.Compare(a.Meta.TaskID, b.Meta.TaskID) })
@@ -59,6 +50,45 @@ func (w *Writer) handlePack(ctx context.Context, msg jetstream.Msg) error {
 		}
 	}
 	return msg.Ack()
+}
+
+// decodePack reads a pack result: each series' result, its predictions
+// its rows of the pack's record.
+func decodePack(h nats.Header, data []byte) ([]result, error) {
+	raw, body, err := schemas.DecodeResultPack(h, data)
+	if err != nil {
+		return nil, err
+	}
+	rs := make([]result, len(raw))
+	want := 0
+	for i, r := range raw {
+		rs[i].Result = r
+		if r.Status == schemas.StatusOK {
+			want += r.Rows
+		}
+	}
+	if want == 0 {
+		return rs, nil
+	}
+	rec, err := schemas.DecodeRecord(body, schemas.ResultSchemaFor(raw[0].Meta.Quantiles))
+	if err != nil {
+		return nil, fmt.Errorf("pack predictions: %w", err)
+	}
+	defer rec.Release()
+	if int(rec.NumRows()) != want {
+		return nil, fmt.Errorf("pack predictions: %d rows for %d", rec.NumRows(), want)
+	}
+	at := 0
+	for i := range rs {
+		if rs[i].Status != schemas.StatusOK {
+			continue
+		}
+		part := rec.NewSlice(int64(at), int64(at+rs[i].Rows))
+		rs[i].fromRecord(part)
+		part.Release()
+		at += rs[i].Rows
+	}
+	return rs, nil
 }
 
 // firstWithPoints is the pack's first result with predictions to write,
@@ -154,7 +184,7 @@ func (w *Writer) countIfEnded(ctx context.Context, taskID, parent string) error 
 // packDeadLetter settles every series of a dead-lettered pack result as
 // failed (a verdict, as a failed verdict), so that its run still ends.
 func (w *Writer) packDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
-	raw, err := schemas.DecodeResultPack(dl.Header, dl.Data)
+	raw, _, err := schemas.DecodeResultPack(dl.Header, dl.Data)
 	if err != nil {
 		return nil // belongs to no run we can read
 	}

@@ -46,14 +46,25 @@ func seriesMeta(parent, site string, t0 time.Time) schemas.TaskMeta {
 		Start: t0, End: t0.Add(time.Hour), Batches: 1, QueryRows: 3, ContextRows: 30}
 }
 
-// okSeries is a series' batch 0, predicted.
-func okSeries(t *testing.T, m schemas.TaskMeta) schemas.Result {
+// okSeries is a series' batch 0, predicted: three rows.
+func okSeries(m schemas.TaskMeta) schemas.Result {
+	return schemas.Result{Meta: m, Batch: 0, Status: schemas.StatusOK, Rows: 3}
+}
+
+// resultPack is a pack result of rs, each StatusOK one predicting its rows
+// one minute apart from its window's start.
+func resultPack(t *testing.T, parent string, rs []schemas.Result) *nats.Msg {
 	t.Helper()
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schemas.ResultSchema)
 	defer b.Release()
-	for i := range 3 {
-		b.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(m.Start.Add(time.Duration(i) * time.Minute).UnixMicro()))
-		b.Field(1).(*array.Float64Builder).Append(float64(i))
+	for _, r := range rs {
+		if r.Status != schemas.StatusOK {
+			continue
+		}
+		for i := range r.Rows {
+			b.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(r.Meta.Start.Add(time.Duration(i) * time.Minute).UnixMicro()))
+			b.Field(1).(*array.Float64Builder).Append(float64(i))
+		}
 	}
 	rec := b.NewRecordBatch()
 	defer rec.Release()
@@ -61,7 +72,11 @@ func okSeries(t *testing.T, m schemas.TaskMeta) schemas.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return schemas.Result{Meta: m, Batch: 0, Status: schemas.StatusOK, Rows: 3, Body: body}
+	m, err := schemas.NewResultPackMsg("fleet", parent, rs, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func publish(t *testing.T, js jetstream.JetStream, m *nats.Msg, id string) {
@@ -125,14 +140,10 @@ func TestPackWritesEverySeriesOnce(t *testing.T) {
 	announce(t, js, "t_run", 3, t0)
 	a, b, c := seriesMeta("t_run", "a", t0), seriesMeta("t_run", "b", t0), seriesMeta("t_run", "c", t0)
 	c.Batches = 0
-	rs := []schemas.Result{okSeries(t, a),
+	rs := []schemas.Result{okSeries(a),
 		{Meta: b, Batch: 0, Status: schemas.StatusFailed, Rows: 3, Message: "injected", Code: 400},
 		{Meta: c, Batch: schemas.VerdictBatch, Status: schemas.StatusSkipped, Message: "fewer than min_history"}}
-	m, err := schemas.NewResultPackMsg("fleet", "t_run", rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish(t, js, m, "pack-1")
+	publish(t, js, resultPack(t, "t_run", rs), "pack-1")
 	waitFor(t, pool, "settled run", `SELECT status <> 'running' FROM regressd_tasks WHERE task_id = 't_run'`)
 	check := func(when string) {
 		t.Helper()
@@ -158,8 +169,7 @@ func TestPackWritesEverySeriesOnce(t *testing.T) {
 	}
 	check("first delivery")
 	// Delivered again under another id (past the stream's deduplication).
-	m, _ = schemas.NewResultPackMsg("fleet", "t_run", rs)
-	publish(t, js, m, "pack-1-again")
+	publish(t, js, resultPack(t, "t_run", rs), "pack-1-again")
 	drained(t, js)
 	check("redelivery")
 }
@@ -173,11 +183,7 @@ func TestVerdictWaitsForTheRunsSeries(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	announce(t, js, "t_run", 2, t0)
 	a, b := seriesMeta("t_run", "a", t0), seriesMeta("t_run", "b", t0)
-	m, err := schemas.NewResultPackMsg("fleet", "t_run", []schemas.Result{okSeries(t, a)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish(t, js, m, "pack-a")
+	publish(t, js, resultPack(t, "t_run", []schemas.Result{okSeries(a)}), "pack-a")
 	waitFor(t, pool, "series a counted", `SELECT series_ended = 1 FROM regressd_tasks WHERE task_id = 't_run'`)
 	v, err := schemas.NewResultMsg(schemas.Result{Meta: schemas.TaskMeta{TaskID: "t_run", Trigger: "fleet", Measurement: "fleet", Start: t0, End: t0.Add(time.Hour)},
 		Batch: schemas.VerdictBatch, Status: schemas.StatusFailed, Message: "the job was dead-lettered", Code: 500})
@@ -190,8 +196,7 @@ func TestVerdictWaitsForTheRunsSeries(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT status FROM regressd_tasks WHERE task_id = 't_run'`).Scan(&status); err != nil || status != "running" {
 		t.Fatalf("run %q (%v) after its verdict with series b running, want running", status, err)
 	}
-	m, _ = schemas.NewResultPackMsg("fleet", "t_run", []schemas.Result{okSeries(t, b)})
-	publish(t, js, m, "pack-b")
+	publish(t, js, resultPack(t, "t_run", []schemas.Result{okSeries(b)}), "pack-b")
 	waitFor(t, pool, "settled run", `SELECT status <> 'running' FROM regressd_tasks WHERE task_id = 't_run'`)
 	var msg string
 	var written int

@@ -139,6 +139,13 @@ func (r *result) decodeBody(data []byte) error {
 		return err
 	}
 	defer rec.Release()
+	r.fromRecord(rec)
+	return nil
+}
+
+// fromRecord reads a StatusOK result's predictions (or a dry run's
+// preview) from rec, a record of them (schemas.ResultSchemaFor).
+func (r *result) fromRecord(rec arrow.RecordBatch) {
 	times := rec.Column(0).(*array.Timestamp)
 	vals := rec.Column(1).(*array.Float64)
 	r.Rows = int(rec.NumRows())
@@ -152,7 +159,7 @@ func (r *result) decodeBody(data []byte) error {
 			}
 		}
 		previewQuantiles(rec, r.Meta.Quantiles, r.preview)
-		return nil
+		return
 	}
 	r.points = make([]tsdb.Point, 0, rec.NumRows())
 	for i := 0; i < int(rec.NumRows()); i++ {
@@ -164,7 +171,6 @@ func (r *result) decodeBody(data []byte) error {
 			r.quantiles = append(r.quantiles, rowQuantiles(rec, len(r.Meta.Quantiles), i))
 		}
 	}
-	return nil
 }
 
 func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
