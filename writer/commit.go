@@ -149,7 +149,7 @@ func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, err
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
 		n = tally{}
-		statuses, ensured, err = w.applyIn(ctx, tx, rs, &n)
+		statuses, ensured, err = w.applyIn(ctx, tx, rs, &n, false)
 		return err
 	})
 	if err != nil {
@@ -174,12 +174,12 @@ func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
 		if w.isKnown(r.Meta.TaskID) || (i > 0 && rs[i-1].Meta.TaskID == r.Meta.TaskID) {
 			continue
 		}
-		queueTask(&b, r.Meta)
 		queued = append(queued, r.Meta)
 	}
 	if len(queued) == 0 {
 		return nil
 	}
+	queueTasks(&b, queued)
 	if err := w.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("ledger task: %w", err)
 	}
@@ -202,7 +202,9 @@ const statusCovered schemas.Status = "covered"
 // publishes: the task's status after the transaction, statusCovered where a
 // later result of the task carries it, or "" when unknown (a verdict, or a
 // result written before).
-func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally) (statuses []schemas.Status, ensured []string, err error) {
+// A pack's results (pack: each of a series of its own, batch 0) settle
+// their tasks in one statement (finishSeries).
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally, pack bool) (statuses []schemas.Status, ensured []string, err error) {
 	fresh, err := claimBatches(ctx, tx, rs)
 	if err != nil {
 		return nil, nil, err
@@ -258,7 +260,11 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally) 
 		out[i].written = written[k]
 		n.wrote(writes[k], written[k])
 	}
-	tasks, err := finishTasks(ctx, tx, rs, out)
+	finish := finishTasks
+	if pack {
+		finish = finishSeries
+	}
+	tasks, err := finish(ctx, tx, rs, out)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,25 +14,59 @@ import (
 	"github.com/regressd/regressd/schemas"
 )
 
-// queueTask queues the creation of a task's ledger row on its first result.
-func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
-	b.Queue(`
-		INSERT INTO regressd_tasks (task_id, trigger_name, measurement, target, model, window_start, window_end,
+// taskColumns are the columns a task's ledger row is created with, and
+// taskConflict what creating it again does: only a task settled without
+// batches (its job dead-lettered) that now has batches, or a group_by run
+// that now has its series (the job retried from the DLQ), is reopened.
+const (
+	taskColumns = `task_id, trigger_name, measurement, target, model, window_start, window_end,
 			origin, dry_run, status, batches, context_rows, query_rows, read_rows, read_truncated, skipped_existing,
-			parent_id, series, series_total)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15, $16, $17, $18)
-		ON CONFLICT (task_id) DO UPDATE SET batches = EXCLUDED.batches, status = 'running', message = '', code = 0,
+			parent_id, series, series_total`
+	taskConflict = `ON CONFLICT (task_id) DO UPDATE SET batches = EXCLUDED.batches, status = 'running', message = '', code = 0,
 			context_rows = EXCLUDED.context_rows, query_rows = EXCLUDED.query_rows, read_rows = EXCLUDED.read_rows,
 			read_truncated = EXCLUDED.read_truncated, skipped_existing = EXCLUDED.skipped_existing,
 			series_total = EXCLUDED.series_total, updated = now()
-		-- Only a task settled without batches (its job dead-lettered) that
-		-- now has batches, or a group_by run that now has its series (the
-		-- job retried from the DLQ), is reopened.
 		WHERE regressd_tasks.batches = 0 AND (EXCLUDED.batches > 0
-			OR EXCLUDED.series_total > 0 AND regressd_tasks.series_total = 0)`,
+			OR EXCLUDED.series_total > 0 AND regressd_tasks.series_total = 0)`
+)
+
+// queueTask queues the creation of a task's ledger row on its first result.
+func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
+	b.Queue(`INSERT INTO regressd_tasks (`+taskColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15, $16, $17, $18) `+taskConflict,
 		m.TaskID, m.Trigger, m.Measurement, m.Target, m.Model, m.Start, m.End, m.Origin, m.DryRun,
 		m.Batches, m.ContextRows, m.QueryRows, m.ReadRows, m.ReadTruncated, m.SkippedExists,
 		m.Parent, seriesTags(m), m.SeriesTotal)
+}
+
+// queueTasks is queueTask for many tasks (distinct, in the order their
+// rows are locked) in one statement.
+func queueTasks(b *pgx.Batch, ms []schemas.TaskMeta) {
+	if len(ms) == 1 {
+		queueTask(b, ms[0])
+		return
+	}
+	n := len(ms)
+	ids, triggers, measurements, targets, models, origins, parents := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	starts, ends := make([]time.Time, n), make([]time.Time, n)
+	dry, truncated := make([]bool, n), make([]bool, n)
+	batches, contextRows, queryRows, readRows, skipped, total := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	series := make([]*string, n)
+	for i, m := range ms {
+		ids[i], triggers[i], measurements[i], targets[i], models[i], origins[i], parents[i] = m.TaskID, m.Trigger, m.Measurement, m.Target, m.Model, m.Origin, m.Parent
+		starts[i], ends[i], dry[i], truncated[i] = m.Start, m.End, m.DryRun, m.ReadTruncated
+		batches[i], contextRows[i], queryRows[i], readRows[i], skipped[i], total[i] = int32(m.Batches), int32(m.ContextRows), int32(m.QueryRows), int32(m.ReadRows), int32(m.SkippedExists), int32(m.SeriesTotal)
+		if tags := seriesTags(m); tags != nil {
+			t := string(tags)
+			series[i] = &t
+		}
+	}
+	b.Queue(`INSERT INTO regressd_tasks (`+taskColumns+`)
+		SELECT id, tr, me, ta, mo, st, en, ori, dr, 'running', ba, cr, qr, rr, tru, sk, pa, se::jsonb, tot
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::bool[],
+			$10::int[], $11::int[], $12::int[], $13::int[], $14::bool[], $15::int[], $16::text[], $17::text[], $18::int[])
+			AS v(id, tr, me, ta, mo, st, en, ori, dr, ba, cr, qr, rr, tru, sk, pa, se, tot) `+taskConflict,
+		ids, triggers, measurements, targets, models, starts, ends, origins, dry, batches, contextRows, queryRows, readRows, truncated, skipped, parents, series, total)
 }
 
 // claimBatches records the results' batches in one statement and reports

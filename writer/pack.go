@@ -10,6 +10,7 @@ package writer
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -119,7 +120,7 @@ func (w *Writer) commitPack(ctx context.Context, parent string, rs []result) (en
 	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
 		n = tally{}
-		if _, ensured, err = w.applyIn(ctx, tx, rs, &n); err != nil {
+		if _, ensured, err = w.applyIn(ctx, tx, rs, &n, true); err != nil {
 			return err
 		}
 		ended, total, err = countEnded(ctx, tx, parent, ids)
@@ -132,6 +133,71 @@ func (w *Writer) commitPack(ctx context.Context, parent string, rs []result) (en
 	n.record(w.cfg.Metrics)
 	w.markEnsured(ensured...)
 	return ended, total, nil
+}
+
+// finishSeries is finishTasks for a pack's results (rs sorted by task):
+// each of a task of its own, its one batch, all settled in one statement.
+// No other transaction updates these tasks at once: a pack delivered again
+// waits on the claims of the first delivery, then claims nothing.
+func finishSeries(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (map[string]schemas.Status, error) {
+	var ids []string
+	var done, failed []int32
+	var written, remaining, outside []int64
+	var previews []*string
+	for i, r := range rs {
+		if out[i] == nil {
+			continue
+		}
+		if r.Batch != 0 {
+			return nil, fmt.Errorf("pack result %s: batch %d of a packed series", r.Meta.TaskID, r.Batch)
+		}
+		var preview *string
+		if out[i].preview != nil {
+			p, _ := json.Marshal(out[i].preview)
+			s := string(p)
+			preview = &s
+		}
+		ok := r.Status == schemas.StatusOK
+		ids, written, previews = append(ids, r.Meta.TaskID), append(written, out[i].written), append(previews, preview)
+		if ok {
+			done, failed, remaining, outside = append(done, 1), append(failed, 0), append(remaining, 0), append(outside, int64(r.Outside))
+		} else {
+			done, failed, remaining, outside = append(done, 0), append(failed, 1), append(remaining, int64(r.Rows)), append(outside, 0)
+		}
+	}
+	statuses := map[string]schemas.Status{}
+	if len(ids) == 0 {
+		return statuses, nil
+	}
+	rows, err := tx.Query(ctx, `
+		WITH v AS (SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bigint[], $5::bigint[], $6::bigint[], $7::text[])
+				AS v(task_id, done, failed, written, remaining, outside, preview)),
+			b AS (UPDATE regressd_task_batches AS tb SET written = v.written,
+					preview = CASE WHEN v.preview IS NULL THEN tb.preview ELSE v.preview::jsonb END
+				FROM v WHERE tb.task_id = v.task_id AND tb.batch_no = 0)
+		UPDATE regressd_tasks AS t SET
+			batches_done = t.batches_done + v.done, batches_failed = t.batches_failed + v.failed,
+			written = t.written + v.written, remaining = t.remaining + v.remaining, outside_range = t.outside_range + v.outside, updated = now(),
+			status = CASE
+				WHEN t.batches_done + v.done + t.batches_failed + v.failed < t.batches THEN 'running'
+				WHEN t.batches_failed + v.failed = t.batches THEN 'failed'
+				WHEN t.batches_failed + v.failed > 0 THEN 'partial'
+				WHEN t.dry_run THEN 'dry_run'
+				ELSE 'success' END
+		FROM v WHERE t.task_id = v.task_id
+		RETURNING t.task_id, t.status`, ids, done, failed, written, remaining, outside, previews)
+	if err != nil {
+		return nil, fmt.Errorf("ledger series update: %w", err)
+	}
+	var id string
+	var st schemas.Status
+	if _, err := pgx.ForEachRow(rows, []any{&id, &st}, func() error {
+		statuses[id] = st
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("ledger series update: %w", err)
+	}
+	return statuses, nil
 }
 
 // countEnded counts the series of ids that have ended and are not counted
