@@ -25,11 +25,13 @@ import (
 )
 
 // Pack bounds: a pack closes at packMaxSeries series or packMaxBytes of
-// records, well under NATS' max_payload; a series whose context would take
-// more than packMaxContext bytes keeps its own context object.
+// rows, well under NATS' max_payload (8 MB); a series whose context would
+// take more than packMaxContext bytes keeps its own context object. Large
+// packs pay off: a pack's cost in the writer (its transaction, its claims,
+// its count into the run) is per pack, not per series.
 const (
-	packMaxSeries  = 128
-	packMaxBytes   = 1 << 20
+	packMaxSeries  = 512
+	packMaxBytes   = 2 << 20
 	packMaxContext = 128 << 10
 )
 
