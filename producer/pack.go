@@ -17,9 +17,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/regressd/regressd/schemas"
 )
@@ -44,8 +46,9 @@ func packable(s *seriesPlan, batchSize, features int) bool {
 	return len(s.qs) <= batchSize && len(s.ex)*(features+1)*8 <= packMaxContext
 }
 
-// packer gathers series into packs and publishes each as it fills; wait
-// waits for every pack's acknowledgement.
+// packer gathers series into packs and publishes each as it fills, a few
+// encoded at once beside the planning of the next (its owner calls wait);
+// wait waits for every pack's acknowledgement.
 type packer struct {
 	p       *Producer
 	trigger string
@@ -54,9 +57,15 @@ type packer struct {
 	cur     []schemas.PackSeries
 	ex, qs  []int // the current pack's context and query rows, series after series
 	bytes   int
-	acks    []jetstream.PubAckFuture
 	packs   int
+
+	g    errgroup.Group // the packs being encoded and published
+	mu   sync.Mutex
+	acks []jetstream.PubAckFuture
 }
+
+// packsInFlight bounds the packs a producer encodes at once.
+const packsInFlight = 2
 
 // add puts a series into the current pack, publishing the pack first when
 // the series would not fit.
@@ -82,29 +91,42 @@ func (k *packer) add(ctx context.Context, s *seriesPlan) error {
 	return nil
 }
 
-// flush publishes the current pack, if any.
+// flush starts publishing the current pack, if any; an error is wait's.
 func (k *packer) flush(ctx context.Context) error {
 	if len(k.cur) == 0 {
 		return nil
 	}
-	features := k.cur[0].Meta.Features
-	rec := k.w.contextRecord(features, k.ex)
+	if k.packs == 0 {
+		k.g.SetLimit(packsInFlight)
+	}
+	series, ex, qs := k.cur, k.ex, k.qs
+	k.cur, k.ex, k.qs, k.bytes = nil, nil, nil, 0
+	k.packs++
+	k.g.Go(func() error { return k.publish(ctx, series, ex, qs) })
+	return nil
+}
+
+// publish encodes and publishes one pack: its series and their context
+// and query rows.
+func (k *packer) publish(ctx context.Context, series []schemas.PackSeries, ex, qs []int) error {
+	features := series[0].Meta.Features
+	rec := k.w.contextRecord(features, ex)
 	ctxBody, err := schemas.EncodeRecord(rec)
 	rec.Release()
 	if err != nil {
 		return err
 	}
-	rec = k.w.queryRecord(features, k.qs)
+	rec = k.w.queryRecord(features, qs)
 	queries, err := schemas.EncodeRecord(rec)
 	rec.Release()
 	if err != nil {
 		return err
 	}
-	ids := make([]string, len(k.cur))
-	for i, e := range k.cur {
+	ids := make([]string, len(series))
+	for i, e := range series {
 		ids[i] = e.Meta.TaskID
 	}
-	m, err := schemas.NewPackMsg(k.trigger, k.parent, schemas.Pack{Series: k.cur, Context: ctxBody, Queries: queries})
+	m, err := schemas.NewPackMsg(k.trigger, k.parent, schemas.Pack{Series: series, Context: ctxBody, Queries: queries})
 	if err != nil {
 		return err
 	}
@@ -113,8 +135,9 @@ func (k *packer) flush(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("publish pack: %w", err)
 	}
-	k.acks, k.cur, k.ex, k.qs, k.bytes = append(k.acks, ack), nil, nil, nil, 0
-	k.packs++
+	k.mu.Lock()
+	k.acks = append(k.acks, ack)
+	k.mu.Unlock()
 	return nil
 }
 
@@ -135,7 +158,8 @@ func (w window) digest(rows []int) string {
 
 // wait publishes the last pack and waits for every pack's acknowledgement.
 func (k *packer) wait(ctx context.Context) error {
-	if err := k.flush(ctx); err != nil {
+	k.flush(ctx)
+	if err := k.g.Wait(); err != nil {
 		return err
 	}
 	timeout := time.NewTimer(publishTimeout)

@@ -147,8 +147,13 @@ func (p *Producer) planSeries(ctx context.Context, job schemas.Job, meta *schema
 			lone++
 			g.Go(func() error { return p.planOneSeries(gctx, job, w, s, log) })
 		}
-		return pk.wait(gctx)
+		return nil
 	}()
+	if perr == nil {
+		perr = pk.wait(gctx)
+	} else {
+		pk.g.Wait() // the packs already started; the job is tried again
+	}
 	if err := g.Wait(); err != nil {
 		return err
 	}
