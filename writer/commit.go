@@ -149,7 +149,7 @@ func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, err
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
 		n = tally{}
-		statuses, ensured, err = w.applyIn(ctx, tx, rs, &n, false)
+		statuses, ensured, err = w.applyIn(ctx, tx, rs, &n, nil)
 		return err
 	})
 	if err != nil {
@@ -202,9 +202,10 @@ const statusCovered schemas.Status = "covered"
 // publishes: the task's status after the transaction, statusCovered where a
 // later result of the task carries it, or "" when unknown (a verdict, or a
 // result written before).
-// A pack's results (pack: each of a series of its own, batch 0) settle
-// their tasks in one statement (finishSeries).
-func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally, pack bool) (statuses []schemas.Status, ensured []string, err error) {
+// A pack's results (counted not nil: each of a series of its own, batch 0)
+// settle their tasks in one statement (finishSeries), which adds the
+// series it counts into their run to *counted.
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally, counted *int) (statuses []schemas.Status, ensured []string, err error) {
 	fresh, err := claimBatches(ctx, tx, rs)
 	if err != nil {
 		return nil, nil, err
@@ -260,11 +261,12 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally, 
 		out[i].written = written[k]
 		n.wrote(writes[k], written[k])
 	}
-	finish := finishTasks
-	if pack {
-		finish = finishSeries
+	var tasks map[string]schemas.Status
+	if counted != nil {
+		tasks, err = finishSeries(ctx, tx, rs, out, counted)
+	} else {
+		tasks, err = finishTasks(ctx, tx, rs, out)
 	}
-	tasks, err := finish(ctx, tx, rs, out)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -120,10 +120,11 @@ func (w *Writer) commitPack(ctx context.Context, parent string, rs []result) (en
 	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
 		n = tally{}
-		if _, ensured, err = w.applyIn(ctx, tx, rs, &n, true); err != nil {
+		counted := 0
+		if _, ensured, err = w.applyIn(ctx, tx, rs, &n, &counted); err != nil {
 			return err
 		}
-		ended, total, err = countEnded(ctx, tx, parent, ids)
+		ended, total, err = countEnded(ctx, tx, parent, ids, counted)
 		return err
 	})
 	if err != nil {
@@ -136,10 +137,12 @@ func (w *Writer) commitPack(ctx context.Context, parent string, rs []result) (en
 }
 
 // finishSeries is finishTasks for a pack's results (rs sorted by task):
-// each of a task of its own, its one batch, all settled in one statement.
-// No other transaction updates these tasks at once: a pack delivered again
-// waits on the claims of the first delivery, then claims nothing.
-func finishSeries(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (map[string]schemas.Status, error) {
+// each of a task of its own, its one batch, all settled in one statement,
+// which also marks each series that ended as counted into its run (see
+// countEnded) and adds those it newly marked to *counted. No other
+// transaction updates these tasks at once: a pack delivered again waits on
+// the claims of the first delivery, then claims nothing.
+func finishSeries(ctx context.Context, tx pgx.Tx, rs []result, out []*settled, counted *int) (map[string]schemas.Status, error) {
 	var ids []string
 	var done, failed []int32
 	var written, remaining, outside []int64
@@ -183,16 +186,22 @@ func finishSeries(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (
 				WHEN t.batches_failed + v.failed = t.batches THEN 'failed'
 				WHEN t.batches_failed + v.failed > 0 THEN 'partial'
 				WHEN t.dry_run THEN 'dry_run'
-				ELSE 'success' END
-		FROM v WHERE t.task_id = v.task_id
-		RETURNING t.task_id, t.status`, ids, done, failed, written, remaining, outside, previews)
+				ELSE 'success' END,
+			series_counted = t.series_counted OR t.batches_done + v.done + t.batches_failed + v.failed >= t.batches
+		FROM v, (SELECT task_id, series_counted FROM regressd_tasks WHERE task_id = ANY($1)) AS was
+		WHERE t.task_id = v.task_id AND was.task_id = v.task_id
+		RETURNING t.task_id, t.status, t.series_counted AND NOT was.series_counted`, ids, done, failed, written, remaining, outside, previews)
 	if err != nil {
 		return nil, fmt.Errorf("ledger series update: %w", err)
 	}
 	var id string
 	var st schemas.Status
-	if _, err := pgx.ForEachRow(rows, []any{&id, &st}, func() error {
+	var newly bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &st, &newly}, func() error {
 		statuses[id] = st
+		if newly {
+			*counted++
+		}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("ledger series update: %w", err)
@@ -200,18 +209,19 @@ func finishSeries(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (
 	return statuses, nil
 }
 
-// countEnded counts the series of ids that have ended and are not counted
-// yet into parent, under the parent's lock (see handleAnnounce), and
-// returns the parent's ended series and total; 0, 0 when the parent is not
-// announced yet (its announcement counts them).
-func countEnded(ctx context.Context, tx pgx.Tx, parent string, ids []string) (ended, total int, err error) {
+// countEnded counts into parent, under the parent's lock (see
+// handleAnnounce), the series of ids that have ended and are not counted
+// yet, and counted more already marked counted, and returns the parent's
+// ended series and total; 0, 0 when the parent is not announced yet (its
+// announcement counts them).
+func countEnded(ctx context.Context, tx pgx.Tx, parent string, ids []string, counted int) (ended, total int, err error) {
 	if err := lockParent(ctx, tx, parent); err != nil {
 		return 0, 0, fmt.Errorf("count series into %s: %w", parent, err)
 	}
 	err = tx.QueryRow(ctx, `WITH c AS (UPDATE regressd_tasks SET series_counted = true
 			WHERE task_id = ANY($1) AND parent_id = $2 AND NOT series_counted AND status <> 'running' RETURNING 1)
-		UPDATE regressd_tasks SET series_ended = series_ended + (SELECT count(*) FROM c) WHERE task_id = $2
-		RETURNING series_ended, series_total`, ids, parent).Scan(&ended, &total)
+		UPDATE regressd_tasks SET series_ended = series_ended + (SELECT count(*) FROM c) + $3 WHERE task_id = $2
+		RETURNING series_ended, series_total`, ids, parent, counted).Scan(&ended, &total)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, nil
 	}
