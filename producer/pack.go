@@ -37,6 +37,11 @@ const (
 	packMaxContext = 128 << 10
 )
 
+// packSeries is how many series a pack of a run of n series takes: an
+// eighth of them, so that a run of a thousand series still makes packs
+// enough for the roles to work on at once, between 64 and packMaxSeries.
+func packSeries(n int) int { return min(max(n/8, 64), packMaxSeries) }
+
 // packable reports whether a planned series travels in a pack: it ends
 // here, or its queries fit in one batch and its context is small.
 func packable(s *seriesPlan, batchSize, features int) bool {
@@ -54,6 +59,7 @@ type packer struct {
 	trigger string
 	parent  string
 	w       window
+	max     int // series a pack takes (packSeries)
 	cur     []schemas.PackSeries
 	ex, qs  []int // the current pack's context and query rows, series after series
 	bytes   int
@@ -79,7 +85,7 @@ func (k *packer) add(ctx context.Context, s *seriesPlan) error {
 		e.Meta.ContextDigest, e.Meta.Batches = k.w.digest(s.ex), 1
 		size += (len(s.ex)*(len(k.w.features)+1) + len(s.qs)*(len(k.w.features)+1)) * 8
 	}
-	if len(k.cur) > 0 && (len(k.cur) >= packMaxSeries || k.bytes+size > packMaxBytes) {
+	if len(k.cur) > 0 && (len(k.cur) >= k.max || k.bytes+size > packMaxBytes) {
 		if err := k.flush(ctx); err != nil {
 			return err
 		}

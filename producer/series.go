@@ -122,7 +122,7 @@ func (p *Producer) planSeries(ctx context.Context, job schemas.Job, meta *schema
 	// publishes a series' stored plan, if it has one, whatever its size.
 	began := time.Now()
 	none, _ := ctx.Value(noStoredPlansKey{}).(bool)
-	pk := &packer{p: p, trigger: job.Trigger, parent: meta.TaskID, w: w}
+	pk := &packer{p: p, trigger: job.Trigger, parent: meta.TaskID, w: w, max: packSeries(len(series))}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(seriesInFlight)
 	lone := 0

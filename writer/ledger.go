@@ -77,17 +77,19 @@ func queueTasks(b *pgx.Batch, ms []schemas.TaskMeta) {
 func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
 	n := len(rs)
 	tasks, batches, statuses, rows, msgs, codes := make([]string, n), make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]int32, n)
-	outside := make([]int32, n)
+	// written is what a result's points are expected to write; its
+	// transaction sets what they did (finishTasks, finishSeries).
+	outside, written := make([]int32, n), make([]int32, n)
 	for i, r := range rs {
 		tasks[i], batches[i], statuses[i], rows[i], msgs[i], codes[i] = r.Meta.TaskID, int32(r.Batch), string(r.Status), int32(r.Rows), r.Message, int32(r.Code)
-		outside[i] = int32(r.Outside)
+		outside[i], written[i] = int32(r.Outside), int32(len(r.points))
 		if r.Batch < 0 {
 			statuses[i] = string(schemas.StatusVerdict)
 		}
 	}
-	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code, outside)
-		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::int[], $7::int[])
-		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs, codes, outside)
+	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code, outside, written)
+		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::int[], $7::int[], $8::int[])
+		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs, codes, outside, written)
 	if err != nil {
 		return nil, fmt.Errorf("ledger batch: %w", err)
 	}

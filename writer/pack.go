@@ -177,7 +177,7 @@ func finishSeries(ctx context.Context, tx pgx.Tx, rs []result, out []*settled, c
 				AS v(task_id, done, failed, written, remaining, outside, preview)),
 			b AS (UPDATE regressd_task_batches AS tb SET written = v.written,
 					preview = CASE WHEN v.preview IS NULL THEN tb.preview ELSE v.preview::jsonb END
-				FROM v WHERE tb.task_id = v.task_id AND tb.batch_no = 0)
+				FROM v WHERE tb.task_id = v.task_id AND tb.batch_no = 0 AND (tb.written <> v.written OR v.preview IS NOT NULL))
 		UPDATE regressd_tasks AS t SET
 			batches_done = t.batches_done + v.done, batches_failed = t.batches_failed + v.failed,
 			written = t.written + v.written, remaining = t.remaining + v.remaining, outside_range = t.outside_range + v.outside, updated = now(),
