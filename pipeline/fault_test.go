@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,38 +153,59 @@ func TestKillRolesMidTask(t *testing.T) {
 // run ends a success with all its series.
 func TestKillRolesMidGroupByRun(t *testing.T) {
 	t.Parallel()
-	rng := rand.New(rand.NewPCG(faultSeed(t), 21))
-	load := defaultLoad("fg")
-	load.groupBy = true
-	model, flags, ref := load.reference(t)
+	// Each series' 20 gaps a window in batches of 4 (each series alone,
+	// its context stored), or in one batch (the series travel in packs).
+	for _, c := range []struct {
+		name, table string
+		batch       int
+	}{{"alone", "fg", 4}, {"packed", "fgp", 100}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			rng := rand.New(rand.NewPCG(faultSeed(t), 21))
+			load := defaultLoad(c.table)
+			load.groupBy, load.batch = true, c.batch
+			model, flags, ref := load.reference(t)
 
-	_, pool, pl := stage(t, load, model, embeddedNATS(t), pgtest.URL(t), 1)
-	pl.standard(flags...)
-	pl.startAll()
-	plan := []string{"producer", "producer", "producer", "worker", "worker", "writer", "writer", "writer"}
-	rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+			_, pool, pl := stage(t, load, model, embeddedNATS(t), pgtest.URL(t), 1)
+			pl.standard(flags...)
+			pl.startAll()
+			plan := []string{"producer", "producer", "producer", "worker", "worker", "writer", "writer", "writer"}
+			rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 
-	ctx := faultContext(t, 4*time.Minute)
-	done := make(chan map[faultTask]string, 1)
-	go func() { done <- submit(t, ctx, pl.url, load.tasks(), 4*time.Second) }()
-	for _, name := range plan {
-		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
-		p := pl.procs[name]
-		p.kill()
-		p.start()
+			ctx := faultContext(t, 4*time.Minute)
+			done := make(chan map[faultTask]string, 1)
+			go func() { done <- submit(t, ctx, pl.url, load.tasks(), 4*time.Second) }()
+			for _, name := range plan {
+				time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+				p := pl.procs[name]
+				p.kill()
+				p.start()
+			}
+			statuses := <-done
+			allSucceeded(t, statuses, len(load.tasks()))
+			sameAsReference(t, pool, load, ref)
+			var series, parents int
+			if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE parent_id <> ''), count(*) FILTER (WHERE series_total = 4)
+				FROM regressd_tasks WHERE trigger_name = $1`, load.table+"_all").Scan(&series, &parents); err != nil {
+				t.Fatal(err)
+			}
+			if parents < len(load.tasks()) || series < len(load.tasks())*len(load.hosts) {
+				t.Errorf("ledger: %d runs of 4 series and %d series tasks, want %d and %d", parents, series, len(load.tasks()), len(load.tasks())*len(load.hosts))
+			}
+			// Every series of a run in one pack, or each alone.
+			logs, _ := os.ReadFile(pl.procs["producer"].log)
+			published := regexp.MustCompile(`group_by run published.* packs=(\d+) series_alone=(\d+)`).FindAllStringSubmatch(string(logs), -1)
+			if len(published) == 0 {
+				t.Fatal("no group_by run published")
+			}
+			for _, m := range published {
+				if want := map[bool][2]string{true: {"1", "0"}, false: {"0", "4"}}[c.batch == 100]; m[1] != want[0] || m[2] != want[1] {
+					t.Errorf("published %q, want packs=%s series_alone=%s", m[0], want[0], want[1])
+				}
+			}
+			t.Logf("%d kills; %d jobs delivered again republished a stored plan", len(plan), countLines(pl.procs["producer"].log, "stored plan"))
+		})
 	}
-	statuses := <-done
-	allSucceeded(t, statuses, len(load.tasks()))
-	sameAsReference(t, pool, load, ref)
-	var series, parents int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE parent_id <> ''), count(*) FILTER (WHERE series_total = 4)
-		FROM regressd_tasks WHERE trigger_name = 'fg_all'`).Scan(&series, &parents); err != nil {
-		t.Fatal(err)
-	}
-	if parents < len(load.tasks()) || series < len(load.tasks())*len(load.hosts) {
-		t.Errorf("ledger: %d runs of 4 series and %d series tasks, want %d and %d", parents, series, len(load.tasks()), len(load.tasks())*len(load.hosts))
-	}
-	t.Logf("%d kills; %d jobs delivered again republished a stored plan", len(plan), countLines(pl.procs["producer"].log, "stored plan"))
 }
 
 // TestNATSRestartMidRun kills the NATS server (a process started from

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,18 @@ func fleetTable(e *pipelinetest.Env, table string) {
 	e.MakeTable(pipelinetest.SeriesSpec{Table: table, Tags: map[string]string{"site": "a", "region": "eu"}, Start: pipelinetest.T0, Rows: 100, GapEach: 5})
 	e.MakeTable(pipelinetest.SeriesSpec{Table: table, Tags: map[string]string{"site": "b", "region": "eu"}, Start: pipelinetest.T0, Rows: 15, GapEach: 5})
 	e.MakeTable(pipelinetest.SeriesSpec{Table: table, Tags: map[string]string{"site": "c", "region": "us"}, Start: pipelinetest.T0, Rows: 60, GapEach: 4})
+}
+
+// published is, per group_by run published, its packs and its series
+// published alone (the producer's log).
+func published(e *pipelinetest.Env) [][2]int {
+	var out [][2]int
+	for _, m := range regexp.MustCompile(`group_by run published.* packs=(\d+) series_alone=(\d+)`).FindAllStringSubmatch(e.Logs.String(), -1) {
+		packs, _ := strconv.Atoi(m[1])
+		alone, _ := strconv.Atoi(m[2])
+		out = append(out, [2]int{packs, alone})
+	}
+	return out
 }
 
 // seriesByTag indexes a reply's series_results by one tag's value.
@@ -78,6 +92,10 @@ func TestGroupByPartial(t *testing.T) {
 	if !strings.Contains(r["message"].(string), "first failure (region:us site:c): gateway: HTTP 400") {
 		t.Errorf("message %q, want the first failure named", r["message"])
 	}
+	// Every series (b's skip included) traveled in one pack.
+	if got := published(e); len(got) != 1 || got[0] != [2]int{1, 0} {
+		t.Errorf("published (packs, series alone) %v, want one pack and none alone", got)
+	}
 	// Every point carries its series' tags; nothing for b or c.
 	if got := e.Count(`SELECT count(*) FROM fleet_regressed WHERE site = 'a' AND region = 'eu'`); got != 20 {
 		t.Errorf("site a: %d rows, want 20", got)
@@ -113,6 +131,68 @@ func TestGroupByPartial(t *testing.T) {
 	s = seriesByTag(t, r, "site")
 	if out["status"] != "failed" || s["a"]["status"] != "skipped" || pipelinetest.Num(s["a"]["skipped_existing"]) != 20 {
 		t.Errorf("second run %v, want failed (c failed, a and b skipped) with a's 20 rows skipped as existing", out)
+	}
+}
+
+// A series too large for a pack runs alone beside a pack of the others:
+// a's 20 rows in batches of 16 and 4 alone; b's skip and c's failing batch
+// in one pack. A dry run of the same packs returns every series' own
+// predictions.
+func TestGroupByPackBesideALoneSeries(t *testing.T) {
+	// The vendor refuses the calls that predict 15 rows: site c's batch.
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			XTest [][]*float64 `json:"X_test"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if len(req.XTest) == 15 {
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(map[string]string{"error": "injected"})
+			return
+		}
+		preds := make([]float64, len(req.XTest))
+		for i, row := range req.XTest {
+			preds[i] = *row[0]*2 - *row[1]
+		}
+		json.NewEncoder(w).Encode(map[string]any{"task": "regression", "predictions": preds,
+			"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
+	}))
+	t.Cleanup(vendor.Close)
+	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+	fleetTable(e, "mixed")
+	win := pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour))
+	e.CreateTrigger("mixed", "request:mixed", pipelinetest.ArgsModel("mixed", "vendor/model-x", "group_by=site,predict_batch_size=16"))
+	_, out := e.Engine("mixed", win)
+	r := pipelinetest.Result(t, out)
+	s := seriesByTag(t, r, "site")
+	if out["status"] != "partial" || pipelinetest.Num(r["written"]) != 20 || s["a"]["status"] != "success" || pipelinetest.Num(s["a"]["written"]) != 20 ||
+		s["b"]["status"] != "skipped" || !strings.Contains(s["b"]["message"].(string), "min_history=20") ||
+		s["c"]["status"] != "failed" || !strings.Contains(s["c"]["message"].(string), "injected") {
+		t.Fatalf("run %v, want partial: a written alone, b skipped and c failed in a pack", out)
+	}
+	if got := published(e); len(got) != 1 || got[0] != [2]int{1, 1} {
+		t.Errorf("published (packs, series alone) %v, want one pack and a alone", got)
+	}
+	if got := e.Count(`SELECT count(DISTINCT "time") FROM mixed_regressed WHERE site = 'a'`); got != 20 {
+		t.Errorf("site a: %d rows, want 20", got)
+	}
+	// A dry run where every series fits a pack: each its own predictions.
+	e.CreateTrigger("mixdry", "request:mixdry", pipelinetest.ArgsModel("mixed", "vendor/model-x", "group_by=site,predict_batch_size=100,dry_run=true,skip_existing=false"))
+	_, out = e.Engine("mixdry", win)
+	r = pipelinetest.Result(t, out)
+	s = seriesByTag(t, r, "site")
+	pa, _ := s["a"]["predictions"].([]any)
+	if out["status"] != "partial" || len(pa) != 20 || s["b"]["status"] != "skipped" || s["c"]["status"] != "failed" {
+		t.Fatalf("dry run %v, want a's 20 predictions, b skipped, c failed", out)
+	}
+	// Site a's predictions are its own rows' (2·x1 − x2 of a's features).
+	for _, p := range pa {
+		if v, _ := p.(map[string]any)["value"].(float64); p.(map[string]any)["value"] == nil || v != v {
+			t.Errorf("site a prediction %v, want a value", p)
+		}
+	}
+	if got := published(e); len(got) != 2 || got[1] != [2]int{1, 0} {
+		t.Errorf("published (packs, series alone) %v, want the dry run in one pack", got)
 	}
 }
 

@@ -25,6 +25,24 @@ type publishedBatch struct {
 	no    int
 	meta  schemas.TaskMeta
 	times []int64
+	// pack is the number of series of the pack that carried it; 0 for a
+	// lone batch.
+	pack int
+}
+
+// queryTimes are the times of an encoded QuerySchema record.
+func queryTimes(t *testing.T, body []byte, features []string) []int64 {
+	t.Helper()
+	rec, err := schemas.DecodeRecord(body, schemas.QuerySchema(features))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	var out []int64
+	for i := 0; i < int(rec.NumRows()); i++ {
+		out = append(out, int64(rec.Column(0).(*array.Timestamp).Value(i)))
+	}
+	return out
 }
 
 // batches reads every batch in REGRESS_BATCHES.
@@ -45,17 +63,28 @@ func batches(t *testing.T, s *bustest.Server) []publishedBatch {
 		if err != nil {
 			continue
 		}
+		if schemas.IsPack(raw.Header) {
+			// A pack: each series to predict is its task's batch 0.
+			pack, err := schemas.DecodePack(raw.Header, raw.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			times, lo := queryTimes(t, pack.Queries, pack.Series[0].Meta.Features), 0
+			for _, e := range pack.Series {
+				if _, n := e.PackRows(); n > 0 {
+					out = append(out, publishedBatch{meta: e.Meta, times: times[lo : lo+n], pack: len(pack.Series)})
+					lo += n
+				}
+			}
+			if lo != len(times) {
+				t.Fatalf("pack of %d query rows holds %d", lo, len(times))
+			}
+			continue
+		}
 		var b publishedBatch
 		json.Unmarshal([]byte(raw.Header.Get(schemas.HeaderTask)), &b.meta)
 		json.Unmarshal([]byte(raw.Header.Get(schemas.HeaderBatch)), &b.no)
-		rec, err := schemas.DecodeRecord(raw.Data, schemas.QuerySchema(b.meta.Features))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < int(rec.NumRows()); i++ {
-			b.times = append(b.times, int64(rec.Column(0).(*array.Timestamp).Value(i)))
-		}
-		rec.Release()
+		b.times = queryTimes(t, raw.Data, b.meta.Features)
 		out = append(out, b)
 	}
 	return out

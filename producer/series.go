@@ -4,9 +4,10 @@ package producer
 // split by the values of the group_by columns, and every series becomes a
 // task of its own (schemas.SeriesTaskID), with its own context, queries,
 // min_history, caps, skip_existing lookup and tags, planned and stored as
-// a single-series task is. The run's task is their parent: the writer
-// settles it once every series has ended. The parent is announced to the
-// writer (StatusSeries) before any series is published.
+// a single-series task is; small ones travel together in packs (pack.go).
+// The run's task is their parent: the writer settles it once every series
+// has ended. The parent is announced to the writer (StatusSeries) before
+// any series is published.
 
 import (
 	"context"
@@ -115,18 +116,52 @@ func (p *Producer) planSeries(ctx context.Context, job schemas.Job, meta *schema
 		return err
 	}
 	log.Info("group_by run planned", "series", len(series), "read_rows", meta.ReadRows)
-	// Series are planned a few at a time: each stores its context and waits
-	// for its batches' acknowledgements.
+	// Small series (and those that end here) travel in packs (pack.go);
+	// the others are planned a few at a time: each stores its context and
+	// waits for its batches' acknowledgements. A job delivered again
+	// publishes a series' stored plan, if it has one, whatever its size.
 	began := time.Now()
+	none, _ := ctx.Value(noStoredPlansKey{}).(bool)
+	pk := &packer{p: p, trigger: job.Trigger, parent: meta.TaskID, w: w, max: packSeries(len(series))}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(seriesInFlight)
-	for _, s := range series {
-		g.Go(func() error { return p.planOneSeries(gctx, job, w, s, log) })
+	lone := 0
+	perr := func() error {
+		for _, s := range series {
+			if packable(s, a.PredictBatchSize, len(a.FeatureFields)) {
+				stored := false
+				if !none {
+					st, _, ok, err := p.storedPlan(gctx, s.meta.TaskID)
+					if err != nil {
+						return err
+					}
+					stored = ok && st.Batches > 0
+				}
+				if !stored {
+					if err := pk.add(gctx, s); err != nil {
+						return err
+					}
+					continue
+				}
+			}
+			lone++
+			g.Go(func() error { return p.planOneSeries(gctx, job, w, s, log) })
+		}
+		return nil
+	}()
+	if perr == nil {
+		perr = pk.wait(gctx)
+	} else {
+		pk.g.Wait() // the packs already started; the job is tried again
 	}
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	log.Info("group_by run published", "series", len(series), "took", time.Since(began).Round(time.Millisecond))
+	if perr != nil {
+		return perr
+	}
+	log.Info("group_by run published", "series", len(series), "packs", pk.packs, "series_alone", lone,
+		"took", time.Since(began).Round(time.Millisecond))
 	return nil
 }
 

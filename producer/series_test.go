@@ -49,10 +49,13 @@ func TestRedeliveredGroupByJobPublishesItsFirstPlans(t *testing.T) {
 			Window: schemas.Duration(30 * 24 * time.Hour), MinHistory: 10, MaxTrainRows: 1000, SkipExisting: true,
 			PredictBatchSize: 10, RequestTimeout: schemas.Duration(time.Minute), MaxPredictRows: 5000, MaxReadRows: 50000,
 			MaxRetries: 3, GroupBy: []string{"s"}, MaxRunPredictRows: 1000}}
+	packed := map[string]bool{}
 	plans := func() map[string][]int64 {
 		out := map[string][]int64{}
+		clear(packed)
 		for _, b := range batches(t, s) {
-			out[fmt.Sprintf("%s/%d", b.meta.Series["s"], b.no)] = b.times
+			k := fmt.Sprintf("%s/%d", b.meta.Series["s"], b.no)
+			out[k], packed[k] = b.times, b.pack > 0
 		}
 		return out
 	}
@@ -112,6 +115,10 @@ func TestRedeliveredGroupByJobPublishesItsFirstPlans(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := plans()
+	// a's 10 rows left fit in one batch: it travels in a pack; b does not.
+	if !packed["a/0"] || packed["b/0"] {
+		t.Errorf("fresh plan: packed %v, want a packed and b alone", packed)
+	}
 	if len(got) != 3 || len(got["a/0"]) != 10 || got["a/1"] != nil {
 		keys := []string{}
 		for k := range got {

@@ -9,8 +9,10 @@ import (
 )
 
 // Version is the schema version every message carries in HeaderSchema.
-// A consumer refuses (dead-letters) a message of any other version.
-const Version = "1"
+// A consumer refuses (dead-letters) a message of any other version: a
+// change an older role would misread takes a new version. 2 added packs
+// (pack.go), which a role of version 1 reads as malformed batches.
+const Version = "2"
 
 // Stream, bucket and object store names.
 const (

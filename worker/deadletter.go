@@ -14,6 +14,9 @@ import (
 // instead of waiting forever. A batch whose header cannot be read belongs to
 // no task we know: the DLQ copy is all there is to do.
 func (w *Worker) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
+	if schemas.IsPack(dl.Header) {
+		return w.packDeadLetter(ctx, dl)
+	}
 	meta, batchNo, err := w.metas.DecodeBatch(dl.Header)
 	if err != nil {
 		return nil

@@ -243,11 +243,18 @@ func fitLarge(ctx context.Context, req Request, opts []gpu.Option, window int) (
 func resultRecord(times *array.Timestamp, preds *Detailed, levels []float64) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schemas.ResultSchemaFor(levels))
 	defer b.Release()
+	appendResult(b, times, 0, preds, levels)
+	return b.NewRecordBatch()
+}
+
+// appendResult appends predictions to a result record's builder, the
+// i-th at times.Value(from+i).
+func appendResult(b *array.RecordBuilder, times *array.Timestamp, from int, preds *Detailed, levels []float64) {
 	n := len(preds.Values)
 	tb := b.Field(0).(*array.TimestampBuilder)
 	tb.Reserve(n)
 	for i := range n {
-		tb.UnsafeAppend(times.Value(i))
+		tb.UnsafeAppend(times.Value(from + i))
 	}
 	appendFloats(b.Field(1).(*array.Float64Builder), n, func(i int) float64 { return preds.Values[i] })
 	for k := range levels {
@@ -258,7 +265,6 @@ func resultRecord(times *array.Timestamp, preds *Detailed, levels []float64) arr
 			return preds.Quantiles[i][k]
 		})
 	}
-	return b.NewRecordBatch()
 }
 
 func appendFloats(vb *array.Float64Builder, n int, at func(int) float64) {

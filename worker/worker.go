@@ -151,6 +151,9 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
+	if schemas.IsPack(msg.Headers()) {
+		return w.handlePack(ctx, msg)
+	}
 	meta, batchNo, err := w.metas.DecodeBatch(msg.Headers())
 	if err != nil {
 		return bus.Permanent(err)
@@ -226,7 +229,14 @@ func (w *Worker) predict(ctx context.Context, meta schemas.TaskMeta, rec arrow.R
 	if err != nil {
 		return nil, err
 	}
+	return w.predictWith(ctx, meta, x, y, rec)
+}
+
+// predictWith predicts a batch's query rows rec from its task's context
+// (x, y) through the breaker, and checks the answer's shape.
+func (w *Worker) predictWith(ctx context.Context, meta schemas.TaskMeta, x [][]float64, y []float64, rec arrow.RecordBatch) (*Detailed, error) {
 	var key string
+	var err error
 	if w.cfg.NeedKey {
 		// A group_by run's series carry their run's sealed key: it is bound
 		// to the run's task id.
@@ -286,19 +296,11 @@ func (w *Worker) context(ctx context.Context, meta schemas.TaskMeta, nFeatures i
 			lc.err = err
 			return
 		}
-		rec, err := schemas.DecodeRecord(body, nil)
-		if err != nil || int(rec.NumCols()) != nFeatures+1 {
-			lc.err = Final(fmt.Errorf("context %s is malformed: %v", digest[:12], err))
+		if lc.x, lc.y, lc.err = decodeContext(body, nil, nFeatures); lc.err != nil {
+			lc.err = Final(fmt.Errorf("context %s is malformed: %v", digest[:12], lc.err))
 			return
 		}
-		defer rec.Release()
-		w.log.Debug("context loaded", "task_id", meta.TaskID, "rows", rec.NumRows(), "bytes", len(body), "chunks", meta.ContextChunks)
-		lc.x = columnsToRows(rec, 0)
-		lc.y = append([]float64(nil), rec.Column(nFeatures).(*array.Float64).Float64Values()...)
-		lc.x = lc.x[:len(lc.y)]
-		for i := range lc.x {
-			lc.x[i] = lc.x[i][:nFeatures]
-		}
+		w.log.Debug("context loaded", "task_id", meta.TaskID, "rows", len(lc.y), "bytes", len(body), "chunks", meta.ContextChunks)
 	})
 	if lc.err != nil {
 		w.mu.Lock()
@@ -308,6 +310,29 @@ func (w *Worker) context(ctx context.Context, meta schemas.TaskMeta, nFeatures i
 		w.mu.Unlock()
 	}
 	return lc.x, lc.y, lc.err
+}
+
+// decodeContext decodes an encoded context (ContextSchema: the features,
+// then the target) into rows and targets.
+// want, when not nil, is the schema it must have.
+func decodeContext(body []byte, want *arrow.Schema, nFeatures int) ([][]float64, []float64, error) {
+	rec, err := schemas.DecodeRecord(body, want)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rec.Release()
+	if int(rec.NumCols()) != nFeatures+1 {
+		return nil, nil, fmt.Errorf("%d columns for %d features and a target", rec.NumCols(), nFeatures)
+	}
+	y, ok := rec.Column(nFeatures).(*array.Float64)
+	if !ok {
+		return nil, nil, fmt.Errorf("target column of type %s", rec.Column(nFeatures).DataType())
+	}
+	x := columnsToRows(rec, 0)
+	for i := range x {
+		x[i] = x[i][:nFeatures]
+	}
+	return x, append([]float64(nil), y.Float64Values()...), nil
 }
 
 // readContext reads a task's stored context: a context of one chunk by its

@@ -149,7 +149,7 @@ func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, err
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
 		n = tally{}
-		statuses, ensured, err = w.applyIn(ctx, tx, rs, &n)
+		statuses, ensured, err = w.applyIn(ctx, tx, rs, &n, nil)
 		return err
 	})
 	if err != nil {
@@ -174,12 +174,12 @@ func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
 		if w.isKnown(r.Meta.TaskID) || (i > 0 && rs[i-1].Meta.TaskID == r.Meta.TaskID) {
 			continue
 		}
-		queueTask(&b, r.Meta)
 		queued = append(queued, r.Meta)
 	}
 	if len(queued) == 0 {
 		return nil
 	}
+	queueTasks(&b, queued)
 	if err := w.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("ledger task: %w", err)
 	}
@@ -202,7 +202,10 @@ const statusCovered schemas.Status = "covered"
 // publishes: the task's status after the transaction, statusCovered where a
 // later result of the task carries it, or "" when unknown (a verdict, or a
 // result written before).
-func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally) (statuses []schemas.Status, ensured []string, err error) {
+// A pack's results (counted not nil: each of a series of its own, batch 0)
+// settle their tasks in one statement (finishSeries), which adds the
+// series it counts into their run to *counted.
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally, counted *int) (statuses []schemas.Status, ensured []string, err error) {
 	fresh, err := claimBatches(ctx, tx, rs)
 	if err != nil {
 		return nil, nil, err
@@ -217,10 +220,13 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally) 
 			w.log.Debug("result already written; redelivery ignored", "task_id", r.Meta.TaskID, "batch", r.Batch)
 			continue
 		case r.Batch < 0:
-			if err := settleVerdict(ctx, tx, r.Meta.TaskID, r.Status, r.Message, r.Code); err != nil {
+			settled, err := settleVerdict(ctx, tx, r.Meta.TaskID, r.Status, r.Message, r.Code)
+			if err != nil {
 				return nil, nil, err
 			}
-			n.settled(r.Status, r.Meta)
+			if settled {
+				n.settled(r.Status, r.Meta)
+			}
 			continue
 		}
 		out[i] = &settled{}
@@ -255,7 +261,12 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally) 
 		out[i].written = written[k]
 		n.wrote(writes[k], written[k])
 	}
-	tasks, err := finishTasks(ctx, tx, rs, out)
+	var tasks map[string]schemas.Status
+	if counted != nil {
+		tasks, err = finishSeries(ctx, tx, rs, out, counted)
+	} else {
+		tasks, err = finishTasks(ctx, tx, rs, out)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -14,25 +14,59 @@ import (
 	"github.com/regressd/regressd/schemas"
 )
 
-// queueTask queues the creation of a task's ledger row on its first result.
-func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
-	b.Queue(`
-		INSERT INTO regressd_tasks (task_id, trigger_name, measurement, target, model, window_start, window_end,
+// taskColumns are the columns a task's ledger row is created with, and
+// taskConflict what creating it again does: only a task settled without
+// batches (its job dead-lettered) that now has batches, or a group_by run
+// that now has its series (the job retried from the DLQ), is reopened.
+const (
+	taskColumns = `task_id, trigger_name, measurement, target, model, window_start, window_end,
 			origin, dry_run, status, batches, context_rows, query_rows, read_rows, read_truncated, skipped_existing,
-			parent_id, series, series_total)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15, $16, $17, $18)
-		ON CONFLICT (task_id) DO UPDATE SET batches = EXCLUDED.batches, status = 'running', message = '', code = 0,
+			parent_id, series, series_total`
+	taskConflict = `ON CONFLICT (task_id) DO UPDATE SET batches = EXCLUDED.batches, status = 'running', message = '', code = 0,
 			context_rows = EXCLUDED.context_rows, query_rows = EXCLUDED.query_rows, read_rows = EXCLUDED.read_rows,
 			read_truncated = EXCLUDED.read_truncated, skipped_existing = EXCLUDED.skipped_existing,
 			series_total = EXCLUDED.series_total, updated = now()
-		-- Only a task settled without batches (its job dead-lettered) that
-		-- now has batches, or a group_by run that now has its series (the
-		-- job retried from the DLQ), is reopened.
 		WHERE regressd_tasks.batches = 0 AND (EXCLUDED.batches > 0
-			OR EXCLUDED.series_total > 0 AND regressd_tasks.series_total = 0)`,
+			OR EXCLUDED.series_total > 0 AND regressd_tasks.series_total = 0)`
+)
+
+// queueTask queues the creation of a task's ledger row on its first result.
+func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
+	b.Queue(`INSERT INTO regressd_tasks (`+taskColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'running', $10, $11, $12, $13, $14, $15, $16, $17, $18) `+taskConflict,
 		m.TaskID, m.Trigger, m.Measurement, m.Target, m.Model, m.Start, m.End, m.Origin, m.DryRun,
 		m.Batches, m.ContextRows, m.QueryRows, m.ReadRows, m.ReadTruncated, m.SkippedExists,
 		m.Parent, seriesTags(m), m.SeriesTotal)
+}
+
+// queueTasks is queueTask for many tasks (distinct, in the order their
+// rows are locked) in one statement.
+func queueTasks(b *pgx.Batch, ms []schemas.TaskMeta) {
+	if len(ms) == 1 {
+		queueTask(b, ms[0])
+		return
+	}
+	n := len(ms)
+	ids, triggers, measurements, targets, models, origins, parents := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	starts, ends := make([]time.Time, n), make([]time.Time, n)
+	dry, truncated := make([]bool, n), make([]bool, n)
+	batches, contextRows, queryRows, readRows, skipped, total := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	series := make([]*string, n)
+	for i, m := range ms {
+		ids[i], triggers[i], measurements[i], targets[i], models[i], origins[i], parents[i] = m.TaskID, m.Trigger, m.Measurement, m.Target, m.Model, m.Origin, m.Parent
+		starts[i], ends[i], dry[i], truncated[i] = m.Start, m.End, m.DryRun, m.ReadTruncated
+		batches[i], contextRows[i], queryRows[i], readRows[i], skipped[i], total[i] = int32(m.Batches), int32(m.ContextRows), int32(m.QueryRows), int32(m.ReadRows), int32(m.SkippedExists), int32(m.SeriesTotal)
+		if tags := seriesTags(m); tags != nil {
+			t := string(tags)
+			series[i] = &t
+		}
+	}
+	b.Queue(`INSERT INTO regressd_tasks (`+taskColumns+`)
+		SELECT id, tr, me, ta, mo, st, en, ori, dr, 'running', ba, cr, qr, rr, tru, sk, pa, se::jsonb, tot
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::timestamptz[], $8::text[], $9::bool[],
+			$10::int[], $11::int[], $12::int[], $13::int[], $14::bool[], $15::int[], $16::text[], $17::text[], $18::int[])
+			AS v(id, tr, me, ta, mo, st, en, ori, dr, ba, cr, qr, rr, tru, sk, pa, se, tot) `+taskConflict,
+		ids, triggers, measurements, targets, models, starts, ends, origins, dry, batches, contextRows, queryRows, readRows, truncated, skipped, parents, series, total)
 }
 
 // claimBatches records the results' batches in one statement and reports
@@ -43,17 +77,19 @@ func queueTask(b *pgx.Batch, m schemas.TaskMeta) {
 func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
 	n := len(rs)
 	tasks, batches, statuses, rows, msgs, codes := make([]string, n), make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]int32, n)
-	outside := make([]int32, n)
+	// written is what a result's points are expected to write; its
+	// transaction sets what they did (finishTasks, finishSeries).
+	outside, written := make([]int32, n), make([]int32, n)
 	for i, r := range rs {
 		tasks[i], batches[i], statuses[i], rows[i], msgs[i], codes[i] = r.Meta.TaskID, int32(r.Batch), string(r.Status), int32(r.Rows), r.Message, int32(r.Code)
-		outside[i] = int32(r.Outside)
+		outside[i], written[i] = int32(r.Outside), int32(len(r.points))
 		if r.Batch < 0 {
 			statuses[i] = string(schemas.StatusVerdict)
 		}
 	}
-	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code, outside)
-		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::int[], $7::int[])
-		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs, codes, outside)
+	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code, outside, written)
+		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::int[], $7::int[], $8::int[])
+		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs, codes, outside, written)
 	if err != nil {
 		return nil, fmt.Errorf("ledger batch: %w", err)
 	}
@@ -193,14 +229,26 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 	return statuses, br.Close()
 }
 
-// settleVerdict records a task that ended in the producer.
+// settleVerdict records a task that ended in the producer; settled is
+// false when it did not settle the task.
 // A verdict never overrides a task that has batches: a job planned twice at
 // once (its first delivery still running when the second came) may end once
 // in batches and once in a verdict ("nothing left to predict"); the batches
 // are the truth, and a task settled by a verdict reopens when batches come.
-func settleVerdict(ctx context.Context, tx pgx.Tx, taskID string, status schemas.Status, msg string, code int) error {
-	_, err := tx.Exec(ctx, `UPDATE regressd_tasks SET status = $2, message = $3, code = $4, updated = now() WHERE task_id = $1 AND batches = 0`, taskID, status, msg, code)
-	return err
+// Nor does it settle a group_by run once announced (series_total > 0): the
+// run settles when every one of its series has (settleParent), and the
+// verdict, kept in its message, is said then.
+func settleVerdict(ctx context.Context, tx pgx.Tx, taskID string, status schemas.Status, msg string, code int) (settled bool, err error) {
+	err = tx.QueryRow(ctx, `UPDATE regressd_tasks SET
+			status = CASE WHEN series_total = 0 THEN $2 ELSE status END,
+			message = CASE WHEN series_total = 0 OR message = '' THEN $3 ELSE message || '; ' || $3 END,
+			code = CASE WHEN series_total = 0 THEN $4 ELSE code END, updated = now()
+		WHERE task_id = $1 AND batches = 0 AND (series_total = 0 OR status = 'running')
+		RETURNING series_total = 0`, taskID, status, msg, code).Scan(&settled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return settled, err
 }
 
 // summary reads a task back from the ledger.

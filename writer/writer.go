@@ -128,11 +128,24 @@ func (w *Writer) decode(msg jetstream.Msg) (result, error) {
 	if r.Status != schemas.StatusOK {
 		return r, nil
 	}
-	rec, err := schemas.DecodeRecord(msg.Data(), schemas.ResultSchemaFor(r.Meta.Quantiles))
+	return r, r.decodeBody(msg.Data())
+}
+
+// decodeBody reads a StatusOK result's predictions (or a dry run's
+// preview) from data.
+func (r *result) decodeBody(data []byte) error {
+	rec, err := schemas.DecodeRecord(data, schemas.ResultSchemaFor(r.Meta.Quantiles))
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer rec.Release()
+	r.fromRecord(rec)
+	return nil
+}
+
+// fromRecord reads a StatusOK result's predictions (or a dry run's
+// preview) from rec, a record of them (schemas.ResultSchemaFor).
+func (r *result) fromRecord(rec arrow.RecordBatch) {
 	times := rec.Column(0).(*array.Timestamp)
 	vals := rec.Column(1).(*array.Float64)
 	r.Rows = int(rec.NumRows())
@@ -146,7 +159,7 @@ func (w *Writer) decode(msg jetstream.Msg) (result, error) {
 			}
 		}
 		previewQuantiles(rec, r.Meta.Quantiles, r.preview)
-		return r, nil
+		return
 	}
 	r.points = make([]tsdb.Point, 0, rec.NumRows())
 	for i := 0; i < int(rec.NumRows()); i++ {
@@ -158,10 +171,12 @@ func (w *Writer) decode(msg jetstream.Msg) (result, error) {
 			r.quantiles = append(r.quantiles, rowQuantiles(rec, len(r.Meta.Quantiles), i))
 		}
 	}
-	return r, nil
 }
 
 func (w *Writer) handle(ctx context.Context, msg jetstream.Msg) error {
+	if schemas.IsPack(msg.Headers()) {
+		return w.handlePack(ctx, msg)
+	}
 	r, err := w.decode(msg)
 	if err != nil {
 		return bus.Permanent(err)
@@ -233,6 +248,9 @@ func (w *Writer) forgetContext(ctx context.Context, s schemas.TaskSummary, nuid 
 // onDeadLetter settles a dead-lettered result of a real task as a failed
 // batch (or a failed verdict), so the task still completes.
 func (w *Writer) onDeadLetter(ctx context.Context, dl bus.DeadLetter) error {
+	if schemas.IsPack(dl.Header) {
+		return w.packDeadLetter(ctx, dl)
+	}
 	var r result
 	var err error
 	if r.Result, err = w.metas.DecodeResult(dl.Header); err != nil && !errors.Is(err, schemas.ErrUnknownStatus) {

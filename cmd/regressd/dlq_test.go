@@ -349,7 +349,7 @@ func TestDLQRetryIsVerbatim(t *testing.T) {
 	unversioned := waitDLQ(e, 1, 30*time.Second)[0]
 	seq := strconv.FormatUint(unversioned.Seq, 10)
 	out, err := dlqCLI(e, "retry", seq)
-	if err == nil || !strings.Contains(err.Error(), "dead letter "+seq+": the original message carried Regressd-Schema \"\", not \"1\"") ||
+	if err == nil || !strings.Contains(err.Error(), "dead letter "+seq+": the original message carried Regressd-Schema \"\", not \""+schemas.Version+"\"") ||
 		!strings.Contains(out, "0 message(s) retried") {
 		t.Fatalf("retry of an unversioned message: %v\n%s", err, out)
 	}
