@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -104,12 +105,22 @@ func (pl *deployment) waitReady(within time.Duration) {
 func (p *roleProc) waitReady(within time.Duration) {
 	p.t.Helper()
 	deadline := time.Now().Add(within)
-	for countLines(p.log, "=== start") > countLines(p.log, "regressd ready") {
+	for !readySinceStart(p.log) {
 		if time.Now().After(deadline) {
 			p.t.Fatalf("%s not ready after %v:\n%s", p.name, within, tail(p.log, 15))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// readySinceStart reports whether the process log at path says "regressd
+// ready" after its last "=== start". (Counting starts against readies was
+// wrong: a process killed before it was ready leaves a start with no ready
+// for ever, and every later wait then timed out on a healthy process.)
+func readySinceStart(path string) bool {
+	b, _ := os.ReadFile(path)
+	i := bytes.LastIndex(b, []byte("=== start"))
+	return i >= 0 && bytes.Contains(b[i:], []byte("regressd ready"))
 }
 
 func (pl *deployment) url() string { return fmt.Sprintf("http://127.0.0.1:%d", pl.httpPort) }
