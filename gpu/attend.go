@@ -326,29 +326,11 @@ func topK(d []float32, k int, buf []int) []int {
 // in flight, not the batch's whole score matrix that the device reserves.
 // It stops with an error wrapping ctx.Err() once ctx ends.
 func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read layerReader) ([]float64, error) {
-	out := make([]float64, nq)
-	if c.constant {
-		for q := range out {
-			out[q] = c.pp.yMean
-		}
-		return out, nil
+	out, far, edges, err := c.forwardStart(ctx, zq, nq)
+	if err != nil || c.constant {
+		return out, err
 	}
 	f, n := c.f, c.n
-	// far: the far readout's sum, for queries away from the context
-	// (edge.go); each query's output is (1−u)·out + u·far.
-	edges, err := c.queryEdges(ctx, zq, nq)
-	if err != nil {
-		return nil, err
-	}
-	far := make([]float64, nq)
-	var buf []float64
-	for q := range nq {
-		t := c.tr.eval(zq[q*f:(q+1)*f], buf)
-		out[q] = c.trendW * t
-		if edges != nil && edges[q].u > 0 {
-			far[q] = c.farFor(edges[q]).trendOut(c.tr, zq[q*f:(q+1)*f], c.edge.lo, c.edge.hi, t)
-		}
-	}
 	w := len(c.anchors) / f * c.g * headWidth // a query's key slices
 	tiles := sync.Pool{New: func() any {
 		b := make([]float32, scoreTile*n*headsPerLayer)
@@ -407,4 +389,33 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 		out[q] = out[q]*c.pp.yScale + c.pp.yMean
 	}
 	return out, nil
+}
+
+// forwardStart is what every forward pass does before the layers: the
+// constant model's answer (c.constant), else each query's trend term in
+// out, and, for queries away from the context (edge.go), their edges and
+// the far readout's trend term in far; each query's output ends as
+// (1−u)·out + u·far.
+func (c *contextFit) forwardStart(ctx context.Context, zq []float64, nq int) (out, far []float64, edges []queryEdge, err error) {
+	out = make([]float64, nq)
+	if c.constant {
+		for q := range out {
+			out[q] = c.pp.yMean
+		}
+		return out, nil, nil, nil
+	}
+	f := c.f
+	if edges, err = c.queryEdges(ctx, zq, nq); err != nil {
+		return nil, nil, nil, err
+	}
+	far = make([]float64, nq)
+	var buf []float64
+	for q := range nq {
+		t := c.tr.eval(zq[q*f:(q+1)*f], buf)
+		out[q] = c.trendW * t
+		if edges != nil && edges[q].u > 0 {
+			far[q] = c.farFor(edges[q]).trendOut(c.tr, zq[q*f:(q+1)*f], c.edge.lo, c.edge.hi, t)
+		}
+	}
+	return out, far, edges, nil
 }

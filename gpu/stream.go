@@ -266,27 +266,11 @@ type streamRow struct {
 // file). Everything outside the layers (trend, edges, far readout, output
 // scale) is forward's.
 func (c *contextFit) forwardStream(ctx context.Context, zq []float64, nq int, kc *kvCache) ([]float64, error) {
-	out := make([]float64, nq)
-	if c.constant {
-		for q := range out {
-			out[q] = c.pp.yMean
-		}
-		return out, nil
+	out, far, edges, err := c.forwardStart(ctx, zq, nq)
+	if err != nil || c.constant {
+		return out, err
 	}
-	f, n := c.f, c.n
-	edges, err := c.queryEdges(ctx, zq, nq)
-	if err != nil {
-		return nil, err
-	}
-	far := make([]float64, nq)
-	var buf []float64
-	for q := range nq {
-		t := c.tr.eval(zq[q*f:(q+1)*f], buf)
-		out[q] = c.trendW * t
-		if edges != nil && edges[q].u > 0 {
-			far[q] = c.farFor(edges[q]).trendOut(c.tr, zq[q*f:(q+1)*f], c.edge.lo, c.edge.hi, t)
-		}
-	}
+	n := c.n
 	farW := func(q, l, h int) float64 {
 		if edges != nil && edges[q].u > 0 {
 			return c.farFor(edges[q]).w[l][h]
