@@ -48,8 +48,10 @@ func seriesByTag(t *testing.T, r map[string]any, tag string) map[string]map[stri
 	return out
 }
 
-func TestGroupByPartial(t *testing.T) {
-	// The vendor refuses the calls that predict 15 rows: site c's batch.
+// failingFifteen is a vendor gateway that predicts 2·x₀ − x₁ and refuses
+// every call that predicts 15 rows (site c's batch in fleetTable); it
+// returns the gateway's URL.
+func failingFifteen(t *testing.T) string {
 	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			XTest [][]*float64 `json:"X_test"`
@@ -68,7 +70,11 @@ func TestGroupByPartial(t *testing.T) {
 			"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
 	}))
 	t.Cleanup(vendor.Close)
-	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+	return vendor.URL
+}
+
+func TestGroupByPartial(t *testing.T) {
+	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", failingFifteen(t))
 	fleetTable(e, "fleet")
 	e.CreateTrigger("fleet", "request:fleet", pipelinetest.ArgsModel("fleet", "vendor/model-x", "group_by=site,predict_batch_size=100"))
 	st, out := e.Engine("fleet", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
@@ -139,26 +145,7 @@ func TestGroupByPartial(t *testing.T) {
 // in one pack. A dry run of the same packs returns every series' own
 // predictions.
 func TestGroupByPackBesideALoneSeries(t *testing.T) {
-	// The vendor refuses the calls that predict 15 rows: site c's batch.
-	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			XTest [][]*float64 `json:"X_test"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		if len(req.XTest) == 15 {
-			w.WriteHeader(http.StatusBadRequest)
-			json.NewEncoder(w).Encode(map[string]string{"error": "injected"})
-			return
-		}
-		preds := make([]float64, len(req.XTest))
-		for i, row := range req.XTest {
-			preds[i] = *row[0]*2 - *row[1]
-		}
-		json.NewEncoder(w).Encode(map[string]any{"task": "regression", "predictions": preds,
-			"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
-	}))
-	t.Cleanup(vendor.Close)
-	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", failingFifteen(t))
 	fleetTable(e, "mixed")
 	win := pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour))
 	e.CreateTrigger("mixed", "request:mixed", pipelinetest.ArgsModel("mixed", "vendor/model-x", "group_by=site,predict_batch_size=16"))
