@@ -52,8 +52,8 @@ func CheckSchema(t tsdb.Table, a schemas.RunArgs) error {
 }
 
 // TableCheck returns a check for trigger creation: the measurement exists,
-// and the columns named so far fit (a request trigger may leave some to the
-// request body).
+// the columns named so far fit (a request trigger may leave some to the
+// request body), and an output table already there can take its rows.
 func TableCheck(db *tsdb.DB) func(ctx context.Context, a schemas.RunArgs) error {
 	return func(ctx context.Context, a schemas.RunArgs) error {
 		t, err := db.Describe(ctx, a.Measurement)
@@ -67,7 +67,14 @@ func TableCheck(db *tsdb.DB) func(ctx context.Context, a schemas.RunArgs) error 
 			// Check the named columns only; the field comes with the request.
 			a.Field = firstField(t)
 		}
-		return CheckSchema(t, a)
+		// The output table, when there, must take this source's tag columns.
+		out := tsdb.Series{Measurement: a.Measurement, Table: a.OutputMeasurement, Schema: a.OutputSchema,
+			TagColumns: t.Tags(), Quantiles: schemas.QuantileColumns(a.Quantiles)}
+		outErr := tsdb.CheckRegressed(ctx, db.Pool(), out)
+		if outErr != nil && !errors.Is(outErr, tsdb.ErrIncompatible) {
+			return outErr
+		}
+		return errors.Join(CheckSchema(t, a), outErr)
 	}
 }
 
