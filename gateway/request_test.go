@@ -94,6 +94,8 @@ func TestDecodeBodyRefuses(t *testing.T) {
 		{`{"X_train": [[NaN]]}`, "NaN"},
 		{`{"X_train": [[1]], "y_train": [Infinity]}`, "Infinity"},
 		{`{` + data, "ends before the object does"},
+		{`{` + data + ", \"model\": \"synthefy/nori\xff\"}", "not valid UTF-8"},
+		{`{` + data + ", \"mod\xe9l\": \"x\"}", "not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		_, err := decodeBody(strings.NewReader(tt.body), noBudget{})
