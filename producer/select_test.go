@@ -97,6 +97,11 @@ func TestSeriesCountsUsableRowsOnly(t *testing.T) {
 	if strings.Contains(err.Error(), "host=b") || !strings.Contains(err.Error(), "2 series") {
 		t.Errorf("error %q: want the two usable series, not host=b", err)
 	}
+	// The first series has no value: the hint selects it with an empty one.
+	w = buildWindow(t, []string{"", "a"}, []float64{1, 2}, []float64{1, 2}, []float64{1, 2})
+	if _, err := w.series([]string{"host"}); err == nil || !strings.HasSuffix(err.Error(), "e.g. tags=host:") {
+		t.Errorf("hint for a series with no tag value: %v", err)
+	}
 	w = buildWindow(t, []string{"a", "b", "a"}, []float64{1, 2, nan}, []float64{1, nan, 3}, []float64{1, 2, 3})
 	if s, err := w.series([]string{"host"}); err != nil || s["host"] != "a" {
 		t.Errorf("series=%v err=%v, want host=a: the host=b row is not usable", s, err)

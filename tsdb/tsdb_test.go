@@ -307,3 +307,31 @@ func TestSharedOutputTagColumns(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterNoTagValue: an empty tag value in the filter is "no value",
+// NULL and empty alike; a value matches itself only.
+func TestFilterNoTagValue(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE nv ("time" timestamptz, site text, y double precision)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO nv VALUES ($1, NULL, 1), ($1 + interval '1 hour', '', 2), ($1 + interval '2 hours', 'x', 3), ($1 + interval '3 hours', NULL, 4)`, t0); err != nil {
+		t.Fatal(err)
+	}
+	db := New(pool)
+	for _, tc := range []struct {
+		value string
+		want  int64
+	}{{"", 3}, {"x", 1}, {"nope", 0}} {
+		w, err := db.ReadWindow(ctx, WindowQuery{Measurement: "nv", Target: "y", TagColumns: []string{"site"},
+			Filter: map[string]string{"site": tc.value}, Start: t0, End: t0.Add(4 * time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Record.NumRows(); got != tc.want {
+			t.Errorf("site=%q: %d rows, want %d", tc.value, got, tc.want)
+		}
+		w.Release()
+	}
+}
