@@ -200,7 +200,11 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	}
 	examples = newest(examples, a.MaxTrainRows)
 	meta.ContextRows, meta.QueryRows = len(examples), len(queries)
-	if v := skipVerdict(len(examples), a.MinHistory, len(queries), meta.SkippedExists); v != nil {
+	lacking := ""
+	if len(examples) < a.MinHistory {
+		lacking = w.lacking(a.FeatureFields)
+	}
+	if v := skipVerdict(len(examples), a.MinHistory, len(queries), meta.SkippedExists, lacking); v != nil {
 		return v
 	}
 	ctxRec := w.contextRecord(a.FeatureFields, examples)

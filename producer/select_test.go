@@ -182,3 +182,26 @@ func equal(a, b []int) bool {
 	}
 	return true
 }
+
+// Too little history says why when rows with a target miss a feature:
+// how many, and which features.
+func TestSkipNamesMissingFeatures(t *testing.T) {
+	nan := math.NaN()
+	w := buildWindow(t, []string{"h", "h", "h", "h"},
+		[]float64{1, 2, 3, nan},
+		[]float64{1, 2, 3, 4},
+		[]float64{nan, nan, nan, nan}) // feature b is empty everywhere
+	ex, q := w.split()
+	v := skipVerdict(len(ex), 2, len(q), 0, w.lacking([]string{"a", "b"}))
+	if v == nil || !strings.Contains(v.msg, `3 rows with a target value lack feature "b"`) || strings.Contains(v.msg, `"a"`) {
+		t.Fatalf("verdict %+v, want it to name the 3 rows lacking feature b", v)
+	}
+	w = buildWindow(t, []string{"h", "h"}, []float64{1, 2}, []float64{nan, 1}, []float64{1, nan})
+	if got := w.lacking([]string{"a", "b"}); !strings.Contains(got, `2 rows with a target value lack features "a", "b"`) {
+		t.Errorf("lacking = %q", got)
+	}
+	w = buildWindow(t, []string{"h"}, []float64{1}, []float64{1}, []float64{1})
+	if got := w.lacking([]string{"a", "b"}); got != "" {
+		t.Errorf("lacking = %q, want nothing when every row has its features", got)
+	}
+}
