@@ -285,6 +285,7 @@ func TestTriggerCreateChecksTheTable(t *testing.T) {
 		{"texty", pipelinetest.Args("texty", ""), `feature "x1" is of type text`},
 		{"clash", pipelinetest.Args("clash", ""), `"source" collides`},
 		{"badtag", pipelinetest.Args("ok", "tags=zone:x"), `tag "zone"`},
+		{"badgroup", pipelinetest.Args("ok", "group_by=nosuch"), `group_by: "nosuch" is not a tag column of "ok"`},
 		{"nofield", pipelinetest.ArgsModel("ok", pipelinetest.DefaultModel(), "") + ",field=zz", `given twice`},
 	}
 	for _, tc := range cases {

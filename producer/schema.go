@@ -74,7 +74,7 @@ func TableCheck(db *tsdb.DB) func(ctx context.Context, a schemas.RunArgs) error 
 		if outErr != nil && !errors.Is(outErr, tsdb.ErrIncompatible) {
 			return outErr
 		}
-		return errors.Join(CheckSchema(t, a), outErr)
+		return errors.Join(CheckSchema(t, a), checkGroupBy(t, a), outErr)
 	}
 }
 
@@ -93,4 +93,20 @@ func columnList(t tsdb.Table) string {
 		names[i] = c.Name
 	}
 	return strings.Join(names, ", ")
+}
+
+// checkGroupBy refuses group_by columns that are not tag columns of the
+// table, as a run would.
+func checkGroupBy(t tsdb.Table, a schemas.RunArgs) error {
+	var errs []error
+	tags := strings.Join(t.Tags(), ", ")
+	if tags == "" {
+		tags = "none"
+	}
+	for _, c := range a.GroupBy {
+		if !slices.Contains(t.Tags(), c) {
+			errs = append(errs, fmt.Errorf("group_by: %q is not a tag column of %q (tag columns: %s)", c, t.Name, tags))
+		}
+	}
+	return errors.Join(errs...)
 }
