@@ -6,6 +6,9 @@ package httpjson
 // there).
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"unicode/utf8"
 )
@@ -24,4 +27,41 @@ func UTF8(b []byte, base int64) error {
 		i += n
 	}
 	return nil
+}
+
+// Syntax returns nil when b is one valid JSON value, otherwise a 400-worthy
+// error naming the offset where it stops being JSON.
+func Syntax(b []byte) error {
+	if json.Valid(b) {
+		return nil
+	}
+	var v any
+	err := json.Unmarshal(b, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("the body is not valid JSON: %v (at offset %d)", se, se.Offset)
+	}
+	return fmt.Errorf("the body is not valid JSON: %v", err)
+}
+
+// Kind names the kind of the JSON value b holds, for "want an object, got
+// …" messages: an array, a string, a number, a boolean, null.
+func Kind(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }

@@ -343,9 +343,12 @@ func bodyObject(body []byte) (map[string]json.RawMessage, []error) {
 	if err := httpjson.UTF8(body, 0); err != nil {
 		return nil, []error{err}
 	}
+	if err := httpjson.Syntax(body); err != nil {
+		return nil, []error{err}
+	}
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, []error{fmt.Errorf("body must be a JSON object: %v", err)}
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
+		return nil, []error{fmt.Errorf("the body must be a JSON object, got %s", httpjson.Kind(body))}
 	}
 	// encoding/json keeps the last of duplicate keys; a body that says two
 	// things is refused, as duplicate trigger arguments and tags are.

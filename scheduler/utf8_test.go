@@ -31,3 +31,25 @@ func TestBodiesMustBeUTF8(t *testing.T) {
 		t.Errorf("admin: HTTP %d %v, want 400 naming UTF-8", code, out)
 	}
 }
+
+// A body that is not JSON, or not an object, says so plainly: the offset
+// where it stops being JSON, no Go type names.
+func TestEngineBodyNotJSON(t *testing.T) {
+	s, mux, _ := newTestScheduler(t)
+	args, _ := SplitArgs("model=v/m")
+	if err := s.Store().Create(context.Background(), Trigger{Name: "open", Spec: "request:open", Args: args}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{`{"dry_run":NaN}`, "the body is not valid JSON: invalid character 'N' looking for beginning of value (at offset 12)"},
+		{`[1]`, "the body must be a JSON object, got an array"},
+		{`null`, "the body must be a JSON object, got null"},
+		{`"x"`, "the body must be a JSON object, got a string"},
+	} {
+		code, out := do(t, mux, http.MethodPost, "/api/v3/engine/open", tc.body)
+		msg, _ := out["message"].(string)
+		if code != http.StatusBadRequest || !strings.Contains(msg, tc.want) || strings.Contains(msg, "map[") {
+			t.Errorf("%s: HTTP %d %q, want 400 saying %q", tc.body, code, msg, tc.want)
+		}
+	}
+}
