@@ -8,23 +8,11 @@ import (
 	"github.com/regressd/regressd/gpu"
 )
 
-// DefaultModelAliases maps the hosted service's model slugs, and the
-// official client's short forms of them, to the built-in models that stand
-// in for them: the small base model to the fast two-layer model, the larger
-// one to the four-layer model, and the thinking variant to the thinking
-// model. An operator replaces the table with Config.ModelAliases
-// (regressd gateway --model-alias name=slug).
-func DefaultModelAliases() map[string]string {
-	return map[string]string{
-		"synthefy/nori-6m":                  "regressd/model-2l",
-		"nori-6m":                           "regressd/model-2l",
-		"synthefy/nori-30m":                 "regressd/model-4l",
-		"nori-30m":                          "regressd/model-4l",
-		"synthefy/nori-30m-thinking-medium": "regressd/model-4l-thinking",
-		"nori-30m-thinking-medium":          "regressd/model-4l-thinking",
-		"nori-30m-thinking":                 "regressd/model-4l-thinking",
-	}
-}
+// DefaultModelAliases are the vendor's slugs and the official client's
+// short forms of them (gpu.VendorAliases), the table the pipeline's
+// triggers resolve too. An operator replaces the gateway's with
+// Config.ModelAliases (regressd gateway --model-alias name=slug).
+func DefaultModelAliases() map[string]string { return gpu.VendorAliases() }
 
 // resolveModel returns the built-in slug a request's model names: itself,
 // or what an alias maps it to.

@@ -72,13 +72,23 @@ type cellBudget interface {
 // are errors naming them.
 func decodeBody(r io.Reader, budget cellBudget) (*predictRequest, error) {
 	s := newStream(r)
-	c, err := s.next()
+	c, err := s.peek()
 	if err != nil {
 		return nil, err
 	}
 	if c != '{' {
-		return nil, invalid("the body must be a JSON object with model, X_train, y_train and X_test, got %s", gpu.JSONKind([]byte{c}))
+		kind := gpu.JSONKind([]byte{c})
+		if c != '[' && c != '"' {
+			// A scalar: is it JSON at all ("xyz", "nul")?
+			raw, err := s.raw(4096, "the body's value")
+			if err != nil {
+				return nil, err
+			}
+			kind = gpu.JSONKind(raw)
+		}
+		return nil, invalid("the body must be a JSON object with model, X_train, y_train and X_test, got %s", kind)
 	}
+	s.next()
 	req := &predictRequest{}
 	seen := map[string]bool{}
 	var unknown, dup []string
@@ -165,9 +175,19 @@ func (req *predictRequest) small(raw json.RawMessage, key string) error {
 		if null {
 			return nil
 		}
-		var levels []json.Number
+		var levels []json.RawMessage
 		if e := json.Unmarshal(raw, &levels); e != nil {
 			return invalid("quantiles must be an array of numbers in (0, 1), got %s", gpu.JSONKind(raw))
+		}
+		// json.Number would take "0.5", a string, as a number.
+		var bad []string
+		for i, l := range levels {
+			if k := gpu.JSONKind(l); k != "a number" {
+				bad = append(bad, fmt.Sprintf("element %d is %s (%s)", i, k, truncate(string(l), 32)))
+			}
+		}
+		if bad != nil {
+			return invalid("quantiles must be an array of numbers in (0, 1): %s", strings.Join(bad, "; "))
 		}
 		req.Quantiles = make([]float64, len(levels))
 		for i, l := range levels {

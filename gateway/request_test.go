@@ -94,6 +94,13 @@ func TestDecodeBodyRefuses(t *testing.T) {
 		{`{"X_train": [[NaN]]}`, "NaN"},
 		{`{"X_train": [[1]], "y_train": [Infinity]}`, "Infinity"},
 		{`{` + data, "ends before the object does"},
+		{`xyz`, "the body is not valid JSON"},
+		{` nul`, "the body is not valid JSON"},
+		{`null`, "must be a JSON object with model, X_train, y_train and X_test, got null"},
+		{`[1]`, "must be a JSON object with model, X_train, y_train and X_test, got an array"},
+		{`{` + data + `, "quantiles": [0.1, "0.5"]}`, `quantiles must be an array of numbers in (0, 1): element 1 is a string ("0.5")`},
+		{`{` + data + ", \"model\": \"synthefy/nori\xff\"}", "not valid UTF-8"},
+		{`{` + data + ", \"mod\xe9l\": \"x\"}", "not valid UTF-8"},
 	}
 	for _, tt := range tests {
 		_, err := decodeBody(strings.NewReader(tt.body), noBudget{})

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/regressd/regressd/gpu"
+	"github.com/regressd/regressd/httpjson"
 )
 
 // stream reads one JSON document from a body, byte by byte through a
@@ -169,6 +170,9 @@ func (s *stream) raw(limit int, name string) (json.RawMessage, error) {
 			return nil, s.errSyntax("", first)
 		}
 		return nil, invalid("the body is not valid JSON: %s is malformed (ending at byte %d)", name, s.off)
+	}
+	if err := httpjson.UTF8(out, s.off-int64(len(out))); err != nil {
+		return nil, invalid("%v", err)
 	}
 	return out, nil
 }

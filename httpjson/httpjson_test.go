@@ -29,3 +29,28 @@ func TestWriteUnencodable(t *testing.T) {
 		t.Fatalf("status %d body %q, want a 500 with code internal", rec.Code, rec.Body.String())
 	}
 }
+
+func TestUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		base int64
+		want string // "" for valid
+	}{
+		{`{"measurement":"weather"}`, 0, ""},
+		{`{"measurement":"Température ΔT"}`, 0, ""},
+		{"{\"measurement\":\"wea\xffther\"}", 0, "0xff at offset 19"},
+		{"\xc3", 10, "0xc3 at offset 10"},
+		{"ok\xed\xa0\x80", 0, "0xed at offset 2"}, // a surrogate half
+	} {
+		err := UTF8([]byte(tc.body), tc.base)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", tc.body, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "not valid UTF-8") {
+			t.Errorf("%q: %v, want an error with %q", tc.body, err, tc.want)
+		}
+	}
+}

@@ -129,7 +129,7 @@ func TestEngineEndpointRefusals(t *testing.T) {
 		{"unknown body key", "m3", map[string]any{"colour": 1}, 400, `unknown body key "colour"`},
 		{"pinned key", "m3", map[string]any{"field": "x1"}, 400, "set by the trigger"},
 		{"start after end", "m3", pipelinetest.Window(pipelinetest.T0.Add(time.Hour), pipelinetest.T0), 400, "not before"},
-		{"not json", "m3", "{", 400, "JSON object"},
+		{"not json", "m3", "{", 400, "the body is not valid JSON: unexpected end of JSON input (at offset 1)"},
 	}
 	for _, tc := range cases {
 		st, out := e.Engine(tc.trigger, tc.body)
@@ -166,7 +166,7 @@ func TestRunRulesBeforeTheModel(t *testing.T) {
 		}
 		e.CreateTrigger(tr.name, "request:"+tr.name, pipelinetest.Args(table, tr.extra))
 	}
-	if _, err := e.Pool.Exec(ctx, `ALTER TABLE texty ALTER COLUMN x1 TYPE text; ALTER TABLE clash ADD COLUMN source text; DROP TABLE missing`); err != nil {
+	if _, err := e.Pool.Exec(ctx, `ALTER TABLE texty ALTER COLUMN x1 TYPE text, ALTER COLUMN x2 TYPE text; ALTER TABLE clash ADD COLUMN source text; DROP TABLE missing`); err != nil {
 		t.Fatal(err)
 	}
 	w := pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(1000*time.Hour))
@@ -183,7 +183,7 @@ func TestRunRulesBeforeTheModel(t *testing.T) {
 		{"few", 0, "skipped", []string{"fewer than min_history=20"}},
 		{"full", 0, "skipped", []string{"no rows to predict"}},
 		{"big", 0, "success", nil},
-		{"texty", 400, "failed", []string{`feature "x1" is of type text, not numeric`}},
+		{"texty", 400, "failed", []string{`feature "x1" is of type text, not numeric: encode it as a number first or choose a numeric column; feature "x2" is of type text`}},
 		{"clash", 400, "failed", []string{`"source" collides`}},
 		{"missing", 404, "failed", []string{`"missing" does not exist`}},
 	}
@@ -285,6 +285,7 @@ func TestTriggerCreateChecksTheTable(t *testing.T) {
 		{"texty", pipelinetest.Args("texty", ""), `feature "x1" is of type text`},
 		{"clash", pipelinetest.Args("clash", ""), `"source" collides`},
 		{"badtag", pipelinetest.Args("ok", "tags=zone:x"), `tag "zone"`},
+		{"badgroup", pipelinetest.Args("ok", "group_by=nosuch"), `group_by: "nosuch" is not a tag column of "ok"`},
 		{"nofield", pipelinetest.ArgsModel("ok", pipelinetest.DefaultModel(), "") + ",field=zz", `given twice`},
 	}
 	for _, tc := range cases {

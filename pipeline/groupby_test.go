@@ -198,11 +198,14 @@ func TestGroupByRefusalsAndCaps(t *testing.T) {
 		pipelinetest.Num(out["code"]) != http.StatusBadRequest {
 		t.Errorf("tag conflict: %v, want a 400 refusal naming site", out)
 	}
-	// group_by names a column that is no tag.
-	e.CreateTrigger("nocol", "request:nocol", pipelinetest.Args("fl", "group_by=station"))
-	if _, out := e.Engine("nocol", win); out["status"] != "failed" || !strings.Contains(out["message"].(string), `group_by: "station" is not a tag column`) {
-		t.Errorf("unknown column: %v", out)
+	// group_by names a column that is no tag: refused when the trigger is
+	// created.
+	if st, body := e.Do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", nil,
+		map[string]any{"trigger_name": "nocol", "trigger_specification": "request:nocol", "trigger_arguments": pipelinetest.Args("fl", "group_by=station")}); st != http.StatusBadRequest ||
+		!strings.Contains(string(body), `group_by: \"station\" is not a tag column`) {
+		t.Errorf("unknown column at creation: HTTP %d %s", st, body)
 	}
+
 	// A request body cannot set group_by.
 	body := map[string]any{"group_by": "site"}
 	for k, v := range win {

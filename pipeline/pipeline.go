@@ -189,11 +189,12 @@ func (p *Pipeline) startWorker(ctx context.Context, cfg Config, sealer *schemas.
 	return nil
 }
 
-// modelCheck accepts built-in slugs, and any slug when a gateway is
-// configured to route it to.
+// modelCheck accepts built-in slugs and the vendor's names for them
+// (gpu.ResolveModel, as the gateway's default aliases), and any slug when a
+// gateway is configured to route it to.
 func modelCheck(routable bool) scheduler.ModelCheck {
 	return func(slug string) error {
-		if _, ok := gpu.LookupModel(slug); ok || routable {
+		if _, ok := gpu.ResolveModel(slug); ok || routable {
 			return nil
 		}
 		return fmt.Errorf("model %q is not built in (run 'regressd models') and no gateway is configured to route it to (--gateway-url)", slug)

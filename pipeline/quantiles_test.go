@@ -91,11 +91,17 @@ func TestQuantileColumnClashRefused(t *testing.T) {
 func TestQuantileColumnOfAnotherTypeRefused(t *testing.T) {
 	e := pipelinetest.Start(t)
 	e.MakeTable(pipelinetest.SeriesSpec{Table: "md", Start: pipelinetest.T0, Rows: 60, GapEach: 10})
+	// Made after the trigger: creating the trigger refuses a table already so.
+	e.CreateTrigger("md", "request:md", pipelinetest.Args("md", "quantiles=0.1 0.9"))
 	if _, err := e.Pool.Exec(t.Context(), `CREATE TABLE md_regressed ("time" timestamptz NOT NULL, value double precision NOT NULL,
 		model text NOT NULL, source text NOT NULL, target text NOT NULL, p90 text)`); err != nil {
 		t.Fatal(err)
 	}
-	e.CreateTrigger("md", "request:md", pipelinetest.Args("md", "quantiles=0.1 0.9"))
+	if st, body := e.Do(http.MethodPost, "/api/v3/configure/processing_engine_trigger", nil,
+		map[string]any{"trigger_name": "md2", "trigger_specification": "request:md2", "trigger_arguments": pipelinetest.Args("md", "quantiles=0.1 0.9")}); st != http.StatusBadRequest ||
+		!strings.Contains(string(body), `quantile column \"p90\" is text`) {
+		t.Errorf("creating a trigger over the table: HTTP %d %s, want 400 naming p90", st, body)
+	}
 	status, out := e.Engine("md", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(60*time.Hour)))
 	msg, _ := out["message"].(string)
 	if status != http.StatusOK || out["status"] != "failed" || pipelinetest.Num(out["code"]) != http.StatusConflict ||

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -124,6 +125,9 @@ func (p *Producer) Plan(ctx context.Context, job schemas.Job) error {
 	}
 	var v *verdict
 	if errors.As(err, &v) {
+		// Problems joined by errors.Join are lines; the message travels as
+		// one line, so keep them apart.
+		v.msg = strings.ReplaceAll(v.msg, "\n", "; ")
 		log.Info("task ends in the producer", "status", v.status, "reason", v.msg)
 		return p.publishVerdict(ctx, meta, v, "verdict")
 	}
@@ -200,7 +204,11 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	}
 	examples = newest(examples, a.MaxTrainRows)
 	meta.ContextRows, meta.QueryRows = len(examples), len(queries)
-	if v := skipVerdict(len(examples), a.MinHistory, len(queries), meta.SkippedExists); v != nil {
+	lacking := ""
+	if len(examples) < a.MinHistory {
+		lacking = w.lacking(a.FeatureFields)
+	}
+	if v := skipVerdict(len(examples), a.MinHistory, len(queries), meta.SkippedExists, lacking); v != nil {
 		return v
 	}
 	ctxRec := w.contextRecord(a.FeatureFields, examples)

@@ -52,8 +52,8 @@ func CheckSchema(t tsdb.Table, a schemas.RunArgs) error {
 }
 
 // TableCheck returns a check for trigger creation: the measurement exists,
-// and the columns named so far fit (a request trigger may leave some to the
-// request body).
+// the columns named so far fit (a request trigger may leave some to the
+// request body), and an output table already there can take its rows.
 func TableCheck(db *tsdb.DB) func(ctx context.Context, a schemas.RunArgs) error {
 	return func(ctx context.Context, a schemas.RunArgs) error {
 		t, err := db.Describe(ctx, a.Measurement)
@@ -67,7 +67,14 @@ func TableCheck(db *tsdb.DB) func(ctx context.Context, a schemas.RunArgs) error 
 			// Check the named columns only; the field comes with the request.
 			a.Field = firstField(t)
 		}
-		return CheckSchema(t, a)
+		// The output table, when there, must take this source's tag columns.
+		out := tsdb.Series{Measurement: a.Measurement, Table: a.OutputMeasurement, Schema: a.OutputSchema,
+			TagColumns: t.Tags(), Quantiles: schemas.QuantileColumns(a.Quantiles)}
+		outErr := tsdb.CheckRegressed(ctx, db.Pool(), out)
+		if outErr != nil && !errors.Is(outErr, tsdb.ErrIncompatible) {
+			return outErr
+		}
+		return errors.Join(CheckSchema(t, a), checkGroupBy(t, a), outErr)
 	}
 }
 
@@ -86,4 +93,20 @@ func columnList(t tsdb.Table) string {
 		names[i] = c.Name
 	}
 	return strings.Join(names, ", ")
+}
+
+// checkGroupBy refuses group_by columns that are not tag columns of the
+// table, as a run would.
+func checkGroupBy(t tsdb.Table, a schemas.RunArgs) error {
+	var errs []error
+	tags := strings.Join(t.Tags(), ", ")
+	if tags == "" {
+		tags = "none"
+	}
+	for _, c := range a.GroupBy {
+		if !slices.Contains(t.Tags(), c) {
+			errs = append(errs, fmt.Errorf("group_by: %q is not a tag column of %q (tag columns: %s)", c, t.Name, tags))
+		}
+	}
+	return errors.Join(errs...)
 }

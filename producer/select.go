@@ -112,7 +112,7 @@ func (w window) series(names []string) (map[string]string, error) {
 	if len(order) > 1 {
 		shown := order[:min(3, len(order))]
 		return nil, fmt.Errorf("the window holds %d series (%s%s); a run fits one series: set tags to select one, e.g. tags=%s",
-			len(order), strings.Join(shown, "; "), map[bool]string{true: "; …", false: ""}[len(order) > 3], schemas.FormatTags(w.tagsOf(first, names)))
+			len(order), strings.Join(shown, "; "), map[bool]string{true: "; …", false: ""}[len(order) > 3], schemas.FormatTags(w.hintTags(first, names)))
 	}
 	return w.tagsOf(first, names), nil
 }
@@ -128,6 +128,25 @@ func (w window) sameTags(i, k int) bool {
 		}
 	}
 	return true
+}
+
+// hintTags are the tags that select row i's series: its values, and an
+// empty value (no value: NULL or empty) for the tag columns it has none in
+// while another row of the window has one.
+func (w window) hintTags(i int, names []string) map[string]string {
+	out := w.tagsOf(i, names)
+	for j := range w.tags {
+		if _, ok := out[names[j]]; ok {
+			continue
+		}
+		for k := 0; k < w.rows(); k++ {
+			if _, ok := w.tagValue(k, j); ok {
+				out[names[j]] = ""
+				break
+			}
+		}
+	}
+	return out
 }
 
 // tagsOf is row i's tags, those with no value (NULL or empty) left out.

@@ -97,6 +97,11 @@ func TestSeriesCountsUsableRowsOnly(t *testing.T) {
 	if strings.Contains(err.Error(), "host=b") || !strings.Contains(err.Error(), "2 series") {
 		t.Errorf("error %q: want the two usable series, not host=b", err)
 	}
+	// The first series has no value: the hint selects it with an empty one.
+	w = buildWindow(t, []string{"", "a"}, []float64{1, 2}, []float64{1, 2}, []float64{1, 2})
+	if _, err := w.series([]string{"host"}); err == nil || !strings.HasSuffix(err.Error(), "e.g. tags=host:") {
+		t.Errorf("hint for a series with no tag value: %v", err)
+	}
 	w = buildWindow(t, []string{"a", "b", "a"}, []float64{1, 2, nan}, []float64{1, nan, 3}, []float64{1, 2, 3})
 	if s, err := w.series([]string{"host"}); err != nil || s["host"] != "a" {
 		t.Errorf("series=%v err=%v, want host=a: the host=b row is not usable", s, err)
@@ -176,4 +181,27 @@ func equal(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// Too little history says why when rows with a target miss a feature:
+// how many, and which features.
+func TestSkipNamesMissingFeatures(t *testing.T) {
+	nan := math.NaN()
+	w := buildWindow(t, []string{"h", "h", "h", "h"},
+		[]float64{1, 2, 3, nan},
+		[]float64{1, 2, 3, 4},
+		[]float64{nan, nan, nan, nan}) // feature b is empty everywhere
+	ex, q := w.split()
+	v := skipVerdict(len(ex), 2, len(q), 0, w.lacking([]string{"a", "b"}))
+	if v == nil || !strings.Contains(v.msg, `3 rows with a target value lack feature "b"`) || strings.Contains(v.msg, `"a"`) {
+		t.Fatalf("verdict %+v, want it to name the 3 rows lacking feature b", v)
+	}
+	w = buildWindow(t, []string{"h", "h"}, []float64{1, 2}, []float64{nan, 1}, []float64{1, nan})
+	if got := w.lacking([]string{"a", "b"}); !strings.Contains(got, `2 rows with a target value lack features "a", "b"`) {
+		t.Errorf("lacking = %q", got)
+	}
+	w = buildWindow(t, []string{"h"}, []float64{1}, []float64{1}, []float64{1})
+	if got := w.lacking([]string{"a", "b"}); got != "" {
+		t.Errorf("lacking = %q, want nothing when every row has its features", got)
+	}
 }

@@ -94,7 +94,7 @@ func (p *Producer) planSeries(ctx context.Context, job schemas.Job, meta *schema
 		if len(examples) >= a.MinHistory && len(queries) == 0 && m.DroppedQueries > 0 {
 			s.verdict = &verdict{schemas.StatusSkipped, http.StatusOK, fmt.Sprintf("max_run_predict_rows=%d was spent on earlier series: none of its %d rows to predict was", a.MaxRunPredictRows, m.DroppedQueries)}
 		} else {
-			s.verdict = skipVerdict(len(examples), a.MinHistory, len(queries), m.SkippedExists)
+			s.verdict = skipVerdict(len(examples), a.MinHistory, len(queries), m.SkippedExists, "")
 		}
 		if s.verdict == nil {
 			budget -= len(queries)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/regressd/regressd/httpjson"
 )
 
 // createRequest is the body of POST /api/v3/configure/processing_engine_trigger,
@@ -24,6 +26,10 @@ func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+		return
+	}
+	if err := httpjson.UTF8(body, 0); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	// encoding/json keeps the last of duplicate keys: a body that says two

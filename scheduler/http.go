@@ -334,15 +334,21 @@ func ParseEngineBody(body []byte, triggerArgs map[string]string) (EngineRequest,
 	return req, nil
 }
 
-// bodyObject parses a request body: nothing, or a JSON object whose keys
-// (and tags' keys) are each given once.
+// bodyObject parses a request body: nothing, or a JSON object in UTF-8
+// whose keys (and tags' keys) are each given once.
 func bodyObject(body []byte) (map[string]json.RawMessage, []error) {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil, nil
 	}
+	if err := httpjson.UTF8(body, 0); err != nil {
+		return nil, []error{err}
+	}
+	if err := httpjson.Syntax(body); err != nil {
+		return nil, []error{err}
+	}
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, []error{fmt.Errorf("body must be a JSON object: %v", err)}
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
+		return nil, []error{fmt.Errorf("the body must be a JSON object, got %s", httpjson.Kind(body))}
 	}
 	// encoding/json keeps the last of duplicate keys; a body that says two
 	// things is refused, as duplicate trigger arguments and tags are.

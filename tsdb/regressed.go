@@ -194,10 +194,9 @@ var textTypes = []string{"text", "character varying"}
 // CheckRegressed returns nil when the series' output table does not exist or
 // can hold predictions of the series' tag columns (those it lacks are added
 // when it is written); otherwise an error wrapping ErrIncompatible that
-// names every problem.
-func CheckRegressed(ctx context.Context, q interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, s Series) error {
+// names every problem. A table keyed on other tag columns, holding another
+// source's predictions, is incompatible too (see checkIdentityTags).
+func CheckRegressed(ctx context.Context, q querier, s Series) error {
 	name := s.OutputName()
 	// pg_catalog rather than information_schema: it runs for every task,
 	// and the catalog answers in a fraction of the view's time.
@@ -255,7 +254,11 @@ func CheckRegressed(ctx context.Context, q interface {
 		problems = append(problems, fmt.Sprintf("column %q is NOT NULL with no default, and predictions have no value for it", n))
 	}
 	if len(problems) == 0 {
-		return nil
+		problem, err := checkIdentityTags(ctx, q, s)
+		if err != nil || problem == "" {
+			return err
+		}
+		return fmt.Errorf("output table %q %w of source %q: %s", name, ErrIncompatible, s.Measurement, problem)
 	}
 	return fmt.Errorf("table %q exists but %w: %s; rename or drop it (regressd creates it on the first write), or fix those columns",
 		name, ErrIncompatible, strings.Join(problems, "; "))

@@ -200,11 +200,12 @@ func (db *DB) readFilled(ctx context.Context, q SeriesQuery, tags []string, comp
 			}
 			continue
 		}
-		if set {
+		if set && val != "" {
 			args = append(args, val)
 			fmt.Fprintf(&b, " AND %s = $%d", pgx.Identifier{t}.Sanitize(), len(args))
-		} else if complete {
-			fmt.Fprintf(&b, " AND %s IS NULL", pgx.Identifier{t}.Sanitize())
+		} else if set || complete {
+			// No value: written as NULL, and '' reads alike.
+			fmt.Fprintf(&b, " AND coalesce(%s, '') = ''", pgx.Identifier{t}.Sanitize())
 		}
 	}
 	b.WriteString(` ORDER BY "time" DESC, model`)

@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -247,5 +248,90 @@ func TestCheckRegressed(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("writing to a compatible table: %v", err)
+	}
+}
+
+// TestSharedOutputTagColumns: two sources with different tag columns in one
+// named output table. The second is refused (ErrIncompatible, naming both
+// tag sets) instead of re-keying the table, and the first keeps writing.
+func TestSharedOutputTagColumns(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	write := func(s Series, pts ...Point) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if err := EnsureRegressed(ctx, tx, s); err != nil {
+				return err
+			}
+			_, err := WritePredictions(ctx, tx, s, pts)
+			return err
+		})
+	}
+	for _, first := range []string{"tagged", "plain"} {
+		table := "shared_" + first
+		a := Series{Measurement: "ws", Target: "y", Model: "v/one", Table: table, TagColumns: []string{"station"}, Tags: map[string]string{"station": "A"}}
+		b := Series{Measurement: "Température", Target: "ΔT", Model: "v/one", Table: table}
+		c := a
+		c.Tags = map[string]string{"station": "B"}
+		owner, other := a, b
+		if first == "plain" {
+			owner, other = b, a
+		}
+		if err := write(owner, Point{t0, 1}); err != nil {
+			t.Fatalf("%s: first writer: %v", first, err)
+		}
+		err := write(other, Point{t0, 2})
+		if !errors.Is(err, ErrIncompatible) {
+			t.Fatalf("%s: a source with other tag columns: err = %v, want ErrIncompatible", first, err)
+		}
+		for _, w := range []string{"(station)", "(none)", "output_measurement"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not mention %q", first, err, w)
+			}
+		}
+		if err := CheckRegressed(ctx, pool, other); !errors.Is(err, ErrIncompatible) {
+			t.Errorf("%s: CheckRegressed: %v, want ErrIncompatible", first, err)
+		}
+		// The owner's identity is untouched: its next series still writes.
+		next := c
+		if first == "plain" {
+			next = b
+			next.Target = "other"
+		}
+		if err := write(next, Point{t0, 3}); err != nil {
+			t.Fatalf("%s: the owner's tag set after the refusal: %v", first, err)
+		}
+		var n int
+		pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %q`, table)).Scan(&n)
+		if n != 2 {
+			t.Errorf("%s: rows=%d, want 2", first, n)
+		}
+	}
+}
+
+// TestFilterNoTagValue: an empty tag value in the filter is "no value",
+// NULL and empty alike; a value matches itself only.
+func TestFilterNoTagValue(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE nv ("time" timestamptz, site text, y double precision)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO nv VALUES ($1, NULL, 1), ($1 + interval '1 hour', '', 2), ($1 + interval '2 hours', 'x', 3), ($1 + interval '3 hours', NULL, 4)`, t0); err != nil {
+		t.Fatal(err)
+	}
+	db := New(pool)
+	for _, tc := range []struct {
+		value string
+		want  int64
+	}{{"", 3}, {"x", 1}, {"nope", 0}} {
+		w, err := db.ReadWindow(ctx, WindowQuery{Measurement: "nv", Target: "y", TagColumns: []string{"site"},
+			Filter: map[string]string{"site": tc.value}, Start: t0, End: t0.Add(4 * time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.Record.NumRows(); got != tc.want {
+			t.Errorf("site=%q: %d rows, want %d", tc.value, got, tc.want)
+		}
+		w.Release()
 	}
 }

@@ -24,7 +24,8 @@ type WindowQuery struct {
 	Features    []string
 	// TagColumns are read so the caller can tell series apart.
 	TagColumns []string
-	// Filter keeps rows whose tags equal these values.
+	// Filter keeps rows whose tags equal these values; an empty value keeps
+	// the rows with no value there (NULL or '').
 	Filter map[string]string
 	// Start is inclusive, End exclusive.
 	Start, End time.Time
@@ -129,8 +130,15 @@ func windowSQL(q WindowQuery) (string, []any) {
 	for _, k := range keys {
 		args = append(args, q.Filter[k])
 		b.WriteString(" AND ")
-		b.WriteString(pgx.Identifier{k}.Sanitize())
-		b.WriteString("::text = $")
+		// An empty value is "no tag value": NULL and '' alike, as in the
+		// output table's identity. A value keeps the plain comparison (and
+		// the source's indexes).
+		if q.Filter[k] == "" {
+			b.WriteString("coalesce(" + pgx.Identifier{k}.Sanitize() + "::text, '')")
+		} else {
+			b.WriteString(pgx.Identifier{k}.Sanitize() + "::text")
+		}
+		b.WriteString(" = $")
 		b.WriteString(strconv.Itoa(len(args)))
 	}
 	b.WriteString(` ORDER BY "time" DESC`)

@@ -153,6 +153,11 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 // batch: one engine regressor, or a large-context model when the request
 // asks for one. The caller releases it.
 func (l *Local) fitted(ctx context.Context, req Request) (*fitted, error) {
+	// A vendor's name for a built-in model (synthefy/nori-30m) runs that
+	// model; the task keeps the name it was given.
+	if slug, ok := gpu.ResolveModel(req.Model); ok {
+		req.Model = slug
+	}
 	key := req.Model + "|" + req.ContextID + largeContextKey(req.LargeContext)
 	f := l.acquire(key)
 	f.once.Do(func() {
