@@ -3,6 +3,7 @@ package gpu
 import (
 	"context"
 	"math"
+	"runtime"
 	"sort"
 	"sync"
 )
@@ -42,9 +43,35 @@ func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
 	return rv, err
 }
 
-// scoreTile is the number of queries scored together in one pass over the
-// rows, so each key row is decoded once per tile rather than per query.
-const scoreTile = 4
+// scoreTile is the most queries scored together in one pass over the rows,
+// so each key row is decoded once per tile rather than per query. Sixteen:
+// the pass widens each chunk of bf16 keys once per tile, which at four
+// queries cost about as much as the kernel itself (docs/BENCHMARKS.md,
+// "Wider query tiles"). queryTile picks the tile of a batch.
+const scoreTile = 16
+
+// minScoreTile is the tile of a small batch or a large context.
+const minScoreTile = 4
+
+// scoreBufBytes bounds one tile's score planes (tile × rows × heads
+// float32, one buffer per piece in flight) where the tile is above
+// minScoreTile, so a large context keeps the smaller tile's memory.
+const scoreBufBytes = 8 << 20
+
+// queryTile is the tile forward splits nq queries into against rows rows:
+// scoreTile, less where the score planes would pass scoreBufBytes or the
+// batch would give the cores fewer than two pieces each, never below
+// minScoreTile. A query's scores do not depend on its tile (scoresWith), so
+// neither do the bits.
+func queryTile(nq, rows int) int {
+	t := min(scoreTile, scoreBufBytes/(max(rows, 1)*headsPerLayer*4), nq/(2*runtime.GOMAXPROCS(0)))
+	return max(t, minScoreTile)
+}
+
+// scoreChunkFloats bounds the float32 keys (and the tile's query slices
+// for them) that the difference form decodes at once: a chunk of rows
+// stays in L2 while every query of the tile is scored against it.
+const scoreChunkFloats = 16 << 10
 
 // scores writes, for each query t of the tile, d2s[t][h*n+i]: head h's
 // squared distance from the query (its key slices qks[t], per anchor block)
@@ -55,14 +82,15 @@ func (c *contextFit) scores(rv *rowView, qks [][]float32, d2s [][]float32) {
 
 // scoresWith is scores on a given kernel. It makes one pass over the rows
 // per quad, so a pass touches a third of the keys and of the queries' key
-// slices (a tile of queries' slices for all three quads at once outgrew
-// L2 and cost a quarter of the kernel's rate). Within a pass it decodes one
-// anchor block of keys at a time into float32 (small enough to stay in L1)
-// and scores every query of the tile against it, writing that quad's four
-// head planes. Each query's slices for the quad are flushed once, whole:
-// flushing each block's slice as it is used is a call per block and query,
-// 30 % slower at 4 groups. Each query's sums run in the same order whatever
-// the tile and whatever the kernel, so the bits depend on neither.
+// slices. Within a pass it decodes a chunk of rows (whole anchor blocks,
+// about scoreChunkFloats keys, so it stays in L2) into float32 once, flushes
+// each query's slices for the chunk's blocks, and then scores one query
+// after the other against the whole chunk: each query's reads and its four
+// head planes' writes run in order, a few streams at a time, whatever the
+// tile (scoring the whole tile block by block had 16 queries' slices and 64
+// head planes in flight, and a tile of 16 lost to one of 4 at 4 groups).
+// Each query's sums run in the same order whatever the tile, the chunk and
+// the kernel, so the bits depend on none of them.
 func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32, d2s [][]float32) {
 	n, g, qw := rv.s.rows, c.g, c.g*quadWidth // c.n, or a staged slice's rows
 	s := rv.s
@@ -75,28 +103,34 @@ func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32,
 		return
 	}
 	nb := (n + anchorBlock - 1) / anchorBlock
-	pw := nb * qw // one query's slices for one quad
-	qs := make([]float32, len(qks)*pw)
-	k := make([]float32, anchorBlock*qw)
-	scale := make([]float32, anchorBlock*g)
+	pw := nb * qw                                            // one query's slices for one quad
+	cb := min(nb, max(1, scoreChunkFloats/(anchorBlock*qw))) // anchor blocks a chunk
+	cw := cb * qw                                            // one query's slices for a chunk
+	qs := make([]float32, len(qks)*cw)
+	k := make([]float32, cb*anchorBlock*qw)
+	scale := make([]float32, cb*anchorBlock*g)
 	for qd := range quads {
-		for t, qk := range qks {
-			kern.flush(qs[t*pw:(t+1)*pw], qk[qd*pw:(qd+1)*pw])
-		}
-		for lo := 0; lo < n; lo += anchorBlock {
-			hi := min(lo+anchorBlock, n)
-			kb, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
+		for lo := 0; lo < n; lo += cb * anchorBlock {
+			hi := min(lo+cb*anchorBlock, n)
+			kc, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
 			if s.dtype == CacheDTypeInt8 {
 				for j, code := range s.ks[lo*g : hi*g] {
 					scale[j] = int8Scale[code]
 				}
-				kern.dequant(kb, s.kq[at:at+len(kb)], scale[:(hi-lo)*g])
+				kern.dequant(kc, s.kq[at:at+len(kc)], scale[:(hi-lo)*g])
 			} else {
-				kern.widen(kb, s.kb[at:at+len(kb)])
+				kern.widen(kc, s.kb[at:at+len(kc)])
 			}
-			off := (lo / anchorBlock) * qw
-			for t := range qks {
-				kern.score(kb, qs[t*pw+off:][:qw], d2s[t][qd*quadHeads*n:], n, lo)
+			b0, b1 := lo/anchorBlock, (hi+anchorBlock-1)/anchorBlock
+			for t, qk := range qks {
+				qt := qs[t*cw : t*cw+(b1-b0)*qw]
+				kern.flush(qt, qk[qd*pw+b0*qw:qd*pw+b1*qw])
+				d2 := d2s[t][qd*quadHeads*n:]
+				for blo := lo; blo < hi; blo += anchorBlock {
+					bhi := min(blo+anchorBlock, hi)
+					off := (blo - lo) / anchorBlock * qw
+					kern.score(kc[(blo-lo)*qw:(bhi-lo)*qw], qt[off:off+qw], d2, n, blo)
+				}
 			}
 		}
 	}
@@ -318,10 +352,11 @@ func topK(d []float32, k int, buf []int) []int {
 }
 
 // forward predicts one batch of standardised query rows zq (nq×f), reading
-// each layer from read. Queries are spread over the cores in fixed pieces of
-// scoreTile; each query is computed start to end by one goroutine, so the
-// bits never depend on GOMAXPROCS. A piece's scores (its queries' squared
-// distances to every row for every head, scoreTile·n·H float32) live in a
+// each layer from read. Queries are spread over the cores in pieces of
+// queryTile; each query is computed start to end by one goroutine, and its
+// scores do not depend on its tile, so the bits never depend on GOMAXPROCS.
+// A piece's scores (its queries' squared distances to every row for every
+// head, tile·n·H float32, above minScoreTile at most scoreBufBytes) live in a
 // buffer reused from piece to piece, so host memory holds only the pieces
 // in flight, not the batch's whole score matrix that the device reserves.
 // It stops with an error wrapping ctx.Err() once ctx ends.
@@ -332,8 +367,9 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 	}
 	f, n := c.f, c.n
 	w := len(c.anchors) / f * c.g * headWidth // a query's key slices
+	tile := queryTile(nq, n)
 	tiles := sync.Pool{New: func() any {
-		b := make([]float32, scoreTile*n*headsPerLayer)
+		b := make([]float32, tile*n*headsPerLayer)
 		return &b
 	}}
 	for l := range c.layers {
@@ -346,7 +382,7 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 			done()
 			return nil, err
 		}
-		err = parallelFor(ctx, nq, scoreTile, func(lo, hi int) {
+		err = parallelFor(ctx, nq, tile, func(lo, hi int) {
 			buf := tiles.Get().(*[]float32)
 			defer tiles.Put(buf)
 			qks := make([][]float32, hi-lo)

@@ -67,49 +67,58 @@ func sumSquaresByHead(x []float32) (s [quadHeads]float32) {
 }
 
 // scoresFMA is scoresWith on a kernel with the float32 dot form: the
-// difference form's loop, with ‖q‖² per query and block and the rows'
-// ‖k‖² beside the keys.
+// difference form's loop (chunks of rows, a query, or two, at a time), with
+// ‖q‖² per query and block and the rows' ‖k‖² beside the keys.
 func (c *contextFit) scoresFMA(kern attendKernel, rv *rowView, qks [][]float32, d2s [][]float32) {
-	n, g, qw := c.n, c.g, c.g*quadWidth
+	n, g, qw := rv.s.rows, c.g, c.g*quadWidth // c.n, or a staged slice's rows
 	s := rv.s
 	kn := rv.fmaKeyNorms()
 	nb := (n + anchorBlock - 1) / anchorBlock
 	pw := nb * qw
-	qs := make([]float32, len(qks)*pw)
-	qn := make([]float32, len(qks)*nb*quadHeads)
-	k := make([]float32, anchorBlock*qw)
-	scale := make([]float32, anchorBlock*g)
+	cb := min(nb, max(1, scoreChunkFloats/(anchorBlock*qw)))
+	cw := cb * qw
+	qs := make([]float32, len(qks)*cw)
+	qn := make([]float32, len(qks)*cb*quadHeads)
+	k := make([]float32, cb*anchorBlock*qw)
+	scale := make([]float32, cb*anchorBlock*g)
 	for qd := range quads {
-		for t, qk := range qks {
-			kern.flush(qs[t*pw:(t+1)*pw], qk[qd*pw:(qd+1)*pw])
-			for b := range nb {
-				sq := sumSquaresByHead(qs[t*pw+b*qw : t*pw+(b+1)*qw])
-				copy(qn[(t*nb+b)*quadHeads:], sq[:])
-			}
-		}
-		for lo := 0; lo < n; lo += anchorBlock {
-			hi := min(lo+anchorBlock, n)
-			kb, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
+		for lo := 0; lo < n; lo += cb * anchorBlock {
+			hi := min(lo+cb*anchorBlock, n)
+			kc, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
 			if s.dtype == CacheDTypeInt8 {
 				for j, code := range s.ks[lo*g : hi*g] {
 					scale[j] = int8Scale[code]
 				}
-				kern.dequant(kb, s.kq[at:at+len(kb)], scale[:(hi-lo)*g])
+				kern.dequant(kc, s.kq[at:at+len(kc)], scale[:(hi-lo)*g])
 			} else {
-				kern.widen(kb, s.kb[at:at+len(kb)])
+				kern.widen(kc, s.kb[at:at+len(kc)])
 			}
-			b := lo / anchorBlock
-			qt := func(t int) []float32 { return qs[t*pw+b*qw:][:qw] }
-			nt := func(t int) []float32 { return qn[(t*nb+b)*quadHeads:][:quadHeads] }
+			b0, b1 := lo/anchorBlock, (hi+anchorBlock-1)/anchorBlock
+			for t, qk := range qks {
+				kern.flush(qs[t*cw:t*cw+(b1-b0)*qw], qk[qd*pw+b0*qw:qd*pw+b1*qw])
+				for b := range b1 - b0 {
+					sq := sumSquaresByHead(qs[t*cw+b*qw : t*cw+(b+1)*qw])
+					copy(qn[(t*cb+b)*quadHeads:], sq[:])
+				}
+			}
+			qt := func(t, b int) []float32 { return qs[t*cw+b*qw:][:qw] }
+			nt := func(t, b int) []float32 { return qn[(t*cb+b)*quadHeads:][:quadHeads] }
+			kb := func(blo int) []float32 { return kc[(blo-lo)*qw : (min(blo+anchorBlock, hi)-lo)*qw] }
 			t := 0
 			if kern.scoreFMA2 != nil {
 				for ; t+1 < len(qks); t += 2 {
-					kern.scoreFMA2(kb, qt(t), qt(t+1), nt(t), nt(t+1), kn[qd],
-						d2s[t][qd*quadHeads*n:], d2s[t+1][qd*quadHeads*n:], n, lo)
+					for blo := lo; blo < hi; blo += anchorBlock {
+						b := (blo - lo) / anchorBlock
+						kern.scoreFMA2(kb(blo), qt(t, b), qt(t+1, b), nt(t, b), nt(t+1, b), kn[qd],
+							d2s[t][qd*quadHeads*n:], d2s[t+1][qd*quadHeads*n:], n, blo)
+					}
 				}
 			}
 			for ; t < len(qks); t++ {
-				kern.scoreFMA(kb, qt(t), nt(t), kn[qd], d2s[t][qd*quadHeads*n:], n, lo)
+				for blo := lo; blo < hi; blo += anchorBlock {
+					b := (blo - lo) / anchorBlock
+					kern.scoreFMA(kb(blo), qt(t, b), nt(t, b), kn[qd], d2s[t][qd*quadHeads*n:], n, blo)
+				}
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -146,5 +147,68 @@ func TestScoresIndependentOfTile(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestScoresChunksMatchBlocks holds scoresWith (chunks of rows, a query at
+// a time) to the loop before it (scoresWithBlocks: the whole tile block by
+// block) on contexts of several chunks with a partial last chunk and block,
+// on every kernel this machine runs but the bf16 dot forms (the float32 dot
+// form against scoresFMABlocks) and both storage types: the order of the
+// loops changed, no output's arithmetic, so the bits agree.
+func TestScoresChunksMatchBlocks(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 17))
+	for _, dtype := range []string{CacheDTypeBF16, CacheDTypeInt8} {
+		for _, g := range []int{1, 4, 5, 16} {
+			n := 3*scoreChunkFloats/(g*quadWidth) + 45 // three chunks and a partial one
+			c, rv, qks := randomScoreCase(r, dtype, n, g, scoreTile+3)
+			for _, kern := range append(attendKernels(), fmaDotKernel) {
+				if kern.scoreBF16 != nil {
+					continue
+				}
+				blocks := c.scoresWithBlocks
+				if kern.scoreFMA != nil {
+					blocks = c.scoresFMABlocks
+				}
+				want := make([][]float32, len(qks))
+				for q := range want {
+					want[q] = make([]float32, n*headsPerLayer)
+				}
+				for lo := 0; lo < len(qks); lo += minScoreTile {
+					hi := min(lo+minScoreTile, len(qks))
+					blocks(kern, rv, qks[lo:hi], want[lo:hi])
+				}
+				got := runScores(c, kern, rv, qks)
+				for q := range want {
+					for j := range want[q] {
+						if gb, wb := math.Float32bits(got[q][j]), math.Float32bits(want[q][j]); gb != wb {
+							t.Fatalf("%s/%s/g=%d: query %d head %d row %d = %v, blocks %v", dtype, kern.name, g, q, j/n, j%n, got[q][j], want[q][j])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestQueryTile checks the tile's bounds: never above scoreTile or below
+// minScoreTile, small where the score planes would be large or the batch
+// small, scoreTile for a large batch on a small context.
+func TestQueryTile(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	if got := queryTile(1000*procs, 1000); got != scoreTile {
+		t.Errorf("queryTile(%d, 1000) = %d, want %d", 1000*procs, got, scoreTile)
+	}
+	for _, tc := range []struct{ nq, rows int }{{1, 1}, {3, 10}, {1000, 1 << 20}, {0, 0}, {2 * scoreTile * procs, 1e6}} {
+		got := queryTile(tc.nq, tc.rows)
+		if got < minScoreTile || got > scoreTile {
+			t.Errorf("queryTile(%d, %d) = %d, outside [%d, %d]", tc.nq, tc.rows, got, minScoreTile, scoreTile)
+		}
+		if got > minScoreTile && got*tc.rows*headsPerLayer*4 > scoreBufBytes {
+			t.Errorf("queryTile(%d, %d) = %d: %d bytes of planes", tc.nq, tc.rows, got, got*tc.rows*headsPerLayer*4)
+		}
+	}
+	if got := queryTile(1000, 1<<20); got != minScoreTile {
+		t.Errorf("queryTile(1000, 1<<20) = %d, want %d", got, minScoreTile)
 	}
 }

@@ -52,3 +52,130 @@ func BenchmarkScore(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScoreTile is BenchmarkScore's case side by side on the loop
+// before chunks (loop=blocks: scoresWithBlocks or scoresFMABlocks, tiles of
+// 4 as main ran them) and scoresWith (loop=chunks) at tiles of 4 and 16,
+// for the AVX2 kernels of both forms this machine runs.
+func BenchmarkScoreTile(b *testing.B) {
+	const n, nq = 10000, 64
+	for _, g := range []int{4, 16} {
+		r := rand.New(rand.NewPCG(1, uint64(g)))
+		c, rv, qks := randomScoreCase(r, CacheDTypeBF16, n, g, nq)
+		d2s := make([][]float32, nq)
+		for q := range d2s {
+			d2s[q] = make([]float32, n*headsPerLayer)
+		}
+		for _, kern := range attendKernels() {
+			if kern.name == portableKernel.name || kern.scoreBF16 != nil {
+				continue
+			}
+			blocks := c.scoresWithBlocks
+			if kern.scoreFMA != nil {
+				blocks = c.scoresFMABlocks
+			}
+			for _, lp := range []struct {
+				name string
+				tile int
+				f    func(attendKernel, *rowView, [][]float32, [][]float32)
+			}{{"blocks", 4, blocks}, {"chunks", 4, c.scoresWith}, {"chunks", 16, c.scoresWith}} {
+				b.Run(fmt.Sprintf("D=%d/kernel=%s/loop=%s/tile=%d", g*headWidth, kern.name, lp.name, lp.tile), func(b *testing.B) {
+					cpu0 := cpuSeconds()
+					for range b.N {
+						for lo := 0; lo < nq; lo += lp.tile {
+							lp.f(kern, rv, qks[lo:lo+lp.tile], d2s[lo:lo+lp.tile])
+						}
+					}
+					coords := float64(b.N) * nq * n * float64(g*headWidth)
+					b.ReportMetric(coords/b.Elapsed().Seconds()/1e9, "Gcoord/s")
+					if cpu := cpuSeconds() - cpu0; cpu > 0 {
+						b.ReportMetric(coords/cpu/1e9, "Gcoord/cpu-s")
+					}
+				})
+			}
+		}
+	}
+}
+
+// scoresWithBlocks is the difference form's loop before chunks (main at
+// 04e7644): the whole tile scored block by block, each query's slices for
+// the quad flushed up front. BenchmarkScoreTile runs it beside scoresWith,
+// and TestScoresChunksMatchBlocks holds scoresWith to its bits.
+func (c *contextFit) scoresWithBlocks(kern attendKernel, rv *rowView, qks [][]float32, d2s [][]float32) {
+	n, g, qw := rv.s.rows, c.g, c.g*quadWidth // c.n, or a staged slice's rows
+	s := rv.s
+	nb := (n + anchorBlock - 1) / anchorBlock
+	pw := nb * qw // one query's slices for one quad
+	qs := make([]float32, len(qks)*pw)
+	k := make([]float32, anchorBlock*qw)
+	scale := make([]float32, anchorBlock*g)
+	for qd := range quads {
+		for t, qk := range qks {
+			kern.flush(qs[t*pw:(t+1)*pw], qk[qd*pw:(qd+1)*pw])
+		}
+		for lo := 0; lo < n; lo += anchorBlock {
+			hi := min(lo+anchorBlock, n)
+			kb, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
+			if s.dtype == CacheDTypeInt8 {
+				for j, code := range s.ks[lo*g : hi*g] {
+					scale[j] = int8Scale[code]
+				}
+				kern.dequant(kb, s.kq[at:at+len(kb)], scale[:(hi-lo)*g])
+			} else {
+				kern.widen(kb, s.kb[at:at+len(kb)])
+			}
+			off := (lo / anchorBlock) * qw
+			for t := range qks {
+				kern.score(kb, qs[t*pw+off:][:qw], d2s[t][qd*quadHeads*n:], n, lo)
+			}
+		}
+	}
+}
+
+// scoresFMABlocks is scoresFMA before chunks (main at 04e7644, reading the
+// rows from rv), which TestScoresChunksMatchBlocks holds scoresFMA to.
+func (c *contextFit) scoresFMABlocks(kern attendKernel, rv *rowView, qks [][]float32, d2s [][]float32) {
+	n, g, qw := rv.s.rows, c.g, c.g*quadWidth
+	s := rv.s
+	kn := rv.fmaKeyNorms()
+	nb := (n + anchorBlock - 1) / anchorBlock
+	pw := nb * qw
+	qs := make([]float32, len(qks)*pw)
+	qn := make([]float32, len(qks)*nb*quadHeads)
+	k := make([]float32, anchorBlock*qw)
+	scale := make([]float32, anchorBlock*g)
+	for qd := range quads {
+		for t, qk := range qks {
+			kern.flush(qs[t*pw:(t+1)*pw], qk[qd*pw:(qd+1)*pw])
+			for b := range nb {
+				sq := sumSquaresByHead(qs[t*pw+b*qw : t*pw+(b+1)*qw])
+				copy(qn[(t*nb+b)*quadHeads:], sq[:])
+			}
+		}
+		for lo := 0; lo < n; lo += anchorBlock {
+			hi := min(lo+anchorBlock, n)
+			kb, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
+			if s.dtype == CacheDTypeInt8 {
+				for j, code := range s.ks[lo*g : hi*g] {
+					scale[j] = int8Scale[code]
+				}
+				kern.dequant(kb, s.kq[at:at+len(kb)], scale[:(hi-lo)*g])
+			} else {
+				kern.widen(kb, s.kb[at:at+len(kb)])
+			}
+			b := lo / anchorBlock
+			qt := func(t int) []float32 { return qs[t*pw+b*qw:][:qw] }
+			nt := func(t int) []float32 { return qn[(t*nb+b)*quadHeads:][:quadHeads] }
+			t := 0
+			if kern.scoreFMA2 != nil {
+				for ; t+1 < len(qks); t += 2 {
+					kern.scoreFMA2(kb, qt(t), qt(t+1), nt(t), nt(t+1), kn[qd],
+						d2s[t][qd*quadHeads*n:], d2s[t+1][qd*quadHeads*n:], n, lo)
+				}
+			}
+			for ; t < len(qks); t++ {
+				kern.scoreFMA(kb, qt(t), nt(t), kn[qd], d2s[t][qd*quadHeads*n:], n, lo)
+			}
+		}
+	}
+}

@@ -277,8 +277,9 @@ func (c *contextFit) forwardStream(ctx context.Context, zq []float64, nq int, kc
 		}
 		return 0
 	}
+	tile := queryTile(nq, kc.slice)
 	tiles := sync.Pool{New: func() any {
-		b := make([]float32, scoreTile*kc.slice*headsPerLayer)
+		b := make([]float32, tile*kc.slice*headsPerLayer)
 		return &b
 	}}
 	for l := range c.layers {
@@ -413,7 +414,8 @@ func (c *contextFit) streamPass(ctx context.Context, s *layerStore, l int, zq []
 			return err
 		}
 		b0, nb := lo/anchorBlock, (m+anchorBlock-1)/anchorBlock
-		err = parallelFor(ctx, nq, scoreTile, func(a, b int) {
+		// tiles holds queryTile(nq, slice) queries' planes (forwardStream).
+		err = parallelFor(ctx, nq, queryTile(nq, slice), func(a, b int) {
 			buf := tiles.Get().(*[]float32)
 			defer tiles.Put(buf)
 			qks := make([][]float32, b-a)
