@@ -112,15 +112,7 @@ func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32,
 	for qd := range quads {
 		for lo := 0; lo < n; lo += cb * anchorBlock {
 			hi := min(lo+cb*anchorBlock, n)
-			kc, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
-			if s.dtype == CacheDTypeInt8 {
-				for j, code := range s.ks[lo*g : hi*g] {
-					scale[j] = int8Scale[code]
-				}
-				kern.dequant(kc, s.kq[at:at+len(kc)], scale[:(hi-lo)*g])
-			} else {
-				kern.widen(kc, s.kb[at:at+len(kc)])
-			}
+			kc := kern.decodeKeys(s, qd, lo, hi, k, scale)
 			b0, b1 := lo/anchorBlock, (hi+anchorBlock-1)/anchorBlock
 			for t, qk := range qks {
 				qt := qs[t*cw : t*cw+(b1-b0)*qw]
@@ -454,4 +446,21 @@ func (c *contextFit) forwardStart(ctx context.Context, zq []float64, nq int) (ou
 		}
 	}
 	return out, far, edges, nil
+}
+
+// decodeKeys widens (bf16) or dequantises (int8) the keys of rows lo..hi of
+// quad qd in store s into k, as float32 (scale: scratch for int8's scales,
+// one per row and group); it returns the filled part of k.
+func (kern attendKernel) decodeKeys(s *layerStore, qd, lo, hi int, k, scale []float32) []float32 {
+	g, qw := s.groups, s.groups*quadWidth
+	kc, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
+	if s.dtype == CacheDTypeInt8 {
+		for j, code := range s.ks[lo*g : hi*g] {
+			scale[j] = int8Scale[code]
+		}
+		kern.dequant(kc, s.kq[at:at+len(kc)], scale[:(hi-lo)*g])
+	} else {
+		kern.widen(kc, s.kb[at:at+len(kc)])
+	}
+	return kc
 }

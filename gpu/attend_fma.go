@@ -84,15 +84,7 @@ func (c *contextFit) scoresFMA(kern attendKernel, rv *rowView, qks [][]float32, 
 	for qd := range quads {
 		for lo := 0; lo < n; lo += cb * anchorBlock {
 			hi := min(lo+cb*anchorBlock, n)
-			kc, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
-			if s.dtype == CacheDTypeInt8 {
-				for j, code := range s.ks[lo*g : hi*g] {
-					scale[j] = int8Scale[code]
-				}
-				kern.dequant(kc, s.kq[at:at+len(kc)], scale[:(hi-lo)*g])
-			} else {
-				kern.widen(kc, s.kb[at:at+len(kc)])
-			}
+			kc := kern.decodeKeys(s, qd, lo, hi, k, scale)
 			b0, b1 := lo/anchorBlock, (hi+anchorBlock-1)/anchorBlock
 			for t, qk := range qks {
 				kern.flush(qs[t*cw:t*cw+(b1-b0)*qw], qk[qd*pw+b0*qw:qd*pw+b1*qw])
