@@ -33,16 +33,7 @@ func (rv *rowView) fmaKeyNorms() *[quads][]float32 {
 		for qd := range quads {
 			kn := make([]float32, quadHeads*n)
 			for i := range n {
-				at := s.quadRun(qd, i)
-				if s.dtype == CacheDTypeInt8 {
-					for j, code := range s.ks[i*g : (i+1)*g] {
-						scale[j] = int8Scale[code]
-					}
-					dequantInt8Go(k, s.kq[at:at+qw], scale)
-				} else {
-					widenBF16Go(k, s.kb[at:at+qw])
-				}
-				for hh, v := range sumSquaresByHead(k) {
+				for hh, v := range sumSquaresByHead(portableKernel.decodeKeys(s, qd, i, i+1, k, scale)) {
 					kn[hh*n+i] = v
 				}
 			}

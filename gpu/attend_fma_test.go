@@ -33,17 +33,7 @@ func fmaBounds(c *contextFit, rv *rowView, qk []float32, h, i int) (ref, tol flo
 	nb := (n + anchorBlock - 1) / anchorBlock
 	qd, hh := h/quadHeads, h%quadHeads
 	src := qk[qd*nb*qw+(i/anchorBlock)*qw:][:qw]
-	k := make([]float32, qw)
-	at := rv.s.quadRun(qd, i)
-	if rv.s.dtype == CacheDTypeInt8 {
-		scale := make([]float32, c.g)
-		for j, code := range rv.s.ks[i*c.g : (i+1)*c.g] {
-			scale[j] = int8Scale[code]
-		}
-		dequantInt8Go(k, rv.s.kq[at:at+qw], scale)
-	} else {
-		widenBF16Go(k, rv.s.kb[at:at+qw])
-	}
+	k := portableKernel.decodeKeys(rv.s, qd, i, i+1, make([]float32, qw), make([]float32, c.g))
 	for e := 2 * hh; e < qw; e += quadWidth {
 		for cc := range 2 {
 			d := float64(flushTiny(src[e+cc])) - float64(k[e+cc])

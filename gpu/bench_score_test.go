@@ -115,15 +115,7 @@ func (c *contextFit) scoresWithBlocks(kern attendKernel, rv *rowView, qks [][]fl
 		}
 		for lo := 0; lo < n; lo += anchorBlock {
 			hi := min(lo+anchorBlock, n)
-			kb, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
-			if s.dtype == CacheDTypeInt8 {
-				for j, code := range s.ks[lo*g : hi*g] {
-					scale[j] = int8Scale[code]
-				}
-				kern.dequant(kb, s.kq[at:at+len(kb)], scale[:(hi-lo)*g])
-			} else {
-				kern.widen(kb, s.kb[at:at+len(kb)])
-			}
+			kb := kern.decodeKeys(s, qd, lo, hi, k, scale)
 			off := (lo / anchorBlock) * qw
 			for t := range qks {
 				kern.score(kb, qs[t*pw+off:][:qw], d2s[t][qd*quadHeads*n:], n, lo)
@@ -154,15 +146,7 @@ func (c *contextFit) scoresFMABlocks(kern attendKernel, rv *rowView, qks [][]flo
 		}
 		for lo := 0; lo < n; lo += anchorBlock {
 			hi := min(lo+anchorBlock, n)
-			kb, at := k[:(hi-lo)*qw], s.quadRun(qd, lo)
-			if s.dtype == CacheDTypeInt8 {
-				for j, code := range s.ks[lo*g : hi*g] {
-					scale[j] = int8Scale[code]
-				}
-				kern.dequant(kb, s.kq[at:at+len(kb)], scale[:(hi-lo)*g])
-			} else {
-				kern.widen(kb, s.kb[at:at+len(kb)])
-			}
+			kb := kern.decodeKeys(s, qd, lo, hi, k, scale)
 			b := lo / anchorBlock
 			qt := func(t int) []float32 { return qs[t*pw+b*qw:][:qw] }
 			nt := func(t int) []float32 { return qn[(t*nb+b)*quadHeads:][:quadHeads] }
