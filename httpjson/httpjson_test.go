@@ -54,3 +54,20 @@ func TestUTF8(t *testing.T) {
 		}
 	}
 }
+
+func TestTruncateCutsOnARuneBoundary(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"abcdef", 3, "abc…"},
+		{"aé", 2, "a…"}, // é is two bytes: the cut steps back to its start
+		{"éé", 1, "…"},
+	} {
+		if got := Truncate(c.in, c.n); got != c.want {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}

@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/regressd/regressd/httpjson"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // serverLimits bound what one client can hold of an HTTP server.
@@ -101,7 +101,7 @@ func loopbackNamesOnly(h http.Handler) http.Handler {
 			w.WriteHeader(http.StatusForbidden)
 			msg, _ := json.Marshal(map[string]string{"status": "failed", "message": fmt.Sprintf(
 				"%s %q is not a loopback name: this server listens on a loopback address and answers localhost, 127.0.0.1 and [::1] only (to serve other names, listen on another address with REGRESSD_AUTH_TOKENS set)",
-				what, truncate(bad, 100))})
+				what, httpjson.Truncate(bad, 100))})
 			w.Write(append(msg, '\n'))
 			return
 		}
@@ -122,17 +122,6 @@ func loopbackName(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// truncate cuts s to at most n bytes, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // serve listens on addr and serves h until ctx ends, then shuts down

@@ -41,14 +41,14 @@ func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
 		dups = duplicateKeys(obj["trigger_arguments"])
 	}
 	if len(dups) > 0 {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("body key %q given twice", truncate(dups[0], maxEcho)))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("body key %q given twice", httpjson.Truncate(dups[0], maxEcho)))
 		return
 	}
 	var req createRequest
 	dec := json.NewDecoder(bytesReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "body: "+truncate(err.Error(), maxEcho))
+		writeError(w, http.StatusBadRequest, "body: "+httpjson.Truncate(err.Error(), maxEcho))
 		return
 	}
 	args := map[string]string{}
@@ -171,5 +171,5 @@ func writeStoreError(w http.ResponseWriter, err error) {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": truncate(msg, maxMessage)})
+	writeJSON(w, status, map[string]string{"error": httpjson.Truncate(msg, maxMessage)})
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/regressd/regressd/httpjson"
 	"github.com/regressd/regressd/schemas"
 )
 
@@ -80,11 +81,11 @@ func SplitArgs(s string) (map[string]string, error) {
 		k, v, ok := strings.Cut(piece, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok || k == "" {
-			errs = append(errs, fmt.Errorf("argument %q is not key=value", truncate(piece, maxEcho)))
+			errs = append(errs, fmt.Errorf("argument %q is not key=value", httpjson.Truncate(piece, maxEcho)))
 			continue
 		}
 		if _, dup := out[k]; dup {
-			errs = append(errs, fmt.Errorf("argument %q given twice", truncate(k, maxEcho)))
+			errs = append(errs, fmt.Errorf("argument %q given twice", httpjson.Truncate(k, maxEcho)))
 			continue
 		}
 		out[k] = v
@@ -124,7 +125,7 @@ func CheckKeys(args map[string]string) error {
 		} else if k == ArgConfigFile {
 			errs = append(errs, fmt.Errorf("%s supplies every argument, so it cannot be combined with inline arguments", ArgConfigFile))
 		} else if !valid[k] {
-			errs = append(errs, fmt.Errorf("unknown argument %q (valid: %s)", truncate(k, maxEcho), strings.Join(ValidArgs(), ", ")))
+			errs = append(errs, fmt.Errorf("unknown argument %q (valid: %s)", httpjson.Truncate(k, maxEcho), strings.Join(ValidArgs(), ", ")))
 		}
 	}
 	return errors.Join(errs...)
@@ -199,7 +200,7 @@ func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, e
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Tags)) {
 		if v := r.Tags[k]; !utf8.ValidString(k+v) || strings.ContainsRune(k+v, 0) {
-			errs = append(errs, fmt.Errorf("tags: %q holds a NUL byte or invalid UTF-8 once unescaped, which PostgreSQL cannot take", truncate(k, 64)))
+			errs = append(errs, fmt.Errorf("tags: %q holds a NUL byte or invalid UTF-8 once unescaped, which PostgreSQL cannot take", httpjson.Truncate(k, 64)))
 		}
 	}
 	if r.Window, err = schemas.ParseDuration(get("window")); err != nil {
@@ -223,7 +224,7 @@ func ResolveRun(args map[string]string, partial bool, models ModelCheck) (Run, e
 		n, err := strconv.Atoi(strings.TrimSpace(get(it.key)))
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: %q is not a whole number", it.key, truncate(get(it.key), maxEcho)))
+			errs = append(errs, fmt.Errorf("%s: %q is not a whole number", it.key, httpjson.Truncate(get(it.key), maxEcho)))
 		case n < 1:
 			errs = append(errs, fmt.Errorf("%s: must be at least 1, got %d", it.key, n))
 		default:
@@ -267,7 +268,7 @@ func parseFeatures(s, target string, errs []error) ([]string, []error) {
 	if strings.HasPrefix(strings.TrimSpace(s), "[") {
 		// A JSON list (FeatureList): names may hold white space.
 		if err := json.Unmarshal([]byte(s), &names); err != nil {
-			return nil, append(errs, fmt.Errorf("feature_fields: %q is neither space-separated names nor a JSON list of strings", truncate(s, maxEcho)))
+			return nil, append(errs, fmt.Errorf("feature_fields: %q is neither space-separated names nor a JSON list of strings", httpjson.Truncate(s, maxEcho)))
 		}
 	}
 	for _, f := range names {
@@ -313,9 +314,9 @@ func ParseTags(s string) (map[string]string, error) {
 		k, v = unescapeTag(k), unescapeTag(v)
 		switch {
 		case !ok || k == "":
-			errs = append(errs, fmt.Errorf("tags: %q is not tag_key:tag_value", truncate(kv, maxEcho)))
+			errs = append(errs, fmt.Errorf("tags: %q is not tag_key:tag_value", httpjson.Truncate(kv, maxEcho)))
 		case out[k] != "":
-			errs = append(errs, fmt.Errorf("tags: key %q given twice", truncate(k, maxEcho)))
+			errs = append(errs, fmt.Errorf("tags: key %q given twice", httpjson.Truncate(k, maxEcho)))
 		default:
 			out[k] = v
 		}
@@ -350,7 +351,7 @@ func parseBool(s string) (bool, error) {
 	case "false", "0", "no", "off":
 		return false, nil
 	}
-	return false, fmt.Errorf("%q is not true or false", truncate(s, maxEcho))
+	return false, fmt.Errorf("%q is not true or false", httpjson.Truncate(s, maxEcho))
 }
 
 // checkIdent refuses names PostgreSQL cannot hold; anything else is quoted
@@ -358,9 +359,9 @@ func parseBool(s string) (bool, error) {
 func checkIdent(what, name string) error {
 	switch {
 	case strings.ContainsRune(name, 0):
-		return fmt.Errorf("%s %q contains a NUL byte", what, truncate(name, maxEcho))
+		return fmt.Errorf("%s %q contains a NUL byte", what, httpjson.Truncate(name, maxEcho))
 	case len(name) > 63:
-		return fmt.Errorf("%s %q is longer than PostgreSQL's 63-byte identifier limit", what, truncate(name, maxEcho))
+		return fmt.Errorf("%s %q is longer than PostgreSQL's 63-byte identifier limit", what, httpjson.Truncate(name, maxEcho))
 	}
 	return nil
 }
@@ -375,13 +376,13 @@ var retiredModels = map[string]string{
 func checkModelSlug(s string) error {
 	vendor, name, ok := strings.Cut(s, "/")
 	if !ok || vendor == "" || name == "" || strings.ContainsAny(s, " \t,") || strings.Count(s, "/") != 1 {
-		return fmt.Errorf("model %q is not a slug of the form <vendor>/<model> (run 'regressd models' for the built-in ones)", truncate(s, maxEcho))
+		return fmt.Errorf("model %q is not a slug of the form <vendor>/<model> (run 'regressd models' for the built-in ones)", httpjson.Truncate(s, maxEcho))
 	}
 	if len(s) > maxModelSlug {
-		return fmt.Errorf("model %q is %d bytes, over the limit of %d", truncate(s, maxEcho), len(s), maxModelSlug)
+		return fmt.Errorf("model %q is %d bytes, over the limit of %d", httpjson.Truncate(s, maxEcho), len(s), maxModelSlug)
 	}
 	if why, ok := retiredModels[s]; ok {
-		return fmt.Errorf("model %q %s", truncate(s, maxEcho), why)
+		return fmt.Errorf("model %q %s", httpjson.Truncate(s, maxEcho), why)
 	}
 	return nil
 }

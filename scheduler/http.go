@@ -210,7 +210,7 @@ func (s *Scheduler) serviceKey(r *http.Request) string {
 func (s *Scheduler) handleTask(w http.ResponseWriter, r *http.Request) {
 	path := r.PathValue("trigger")
 	if !taskIDRE.MatchString(r.PathValue("task")) {
-		writeFailed(w, http.StatusNotFound, "", fmt.Sprintf("no such task for this trigger: %q is not a task id", truncate(r.PathValue("task"), maxEcho)))
+		writeFailed(w, http.StatusNotFound, "", fmt.Sprintf("no such task for this trigger: %q is not a task id", httpjson.Truncate(r.PathValue("task"), maxEcho)))
 		return
 	}
 	sum, ok, err := s.pub.Task(r.Context(), r.PathValue("task"))
@@ -354,10 +354,10 @@ func bodyObject(body []byte) (map[string]json.RawMessage, []error) {
 	// things is refused, as duplicate trigger arguments and tags are.
 	var errs []error
 	for _, k := range duplicateKeys(body) {
-		errs = append(errs, fmt.Errorf("body key %q given twice", truncate(k, maxEcho)))
+		errs = append(errs, fmt.Errorf("body key %q given twice", httpjson.Truncate(k, maxEcho)))
 	}
 	for _, k := range duplicateKeys(raw["tags"]) {
-		errs = append(errs, fmt.Errorf("tags: key %q given twice", truncate(k, maxEcho)))
+		errs = append(errs, fmt.Errorf("tags: key %q given twice", httpjson.Truncate(k, maxEcho)))
 	}
 	return raw, errs
 }
@@ -375,7 +375,7 @@ func bodyKeyAllowed(k string) error {
 	if _, known := argDefaults[k]; known || k == ArgConfigFile || slices.Contains(requiredArgs, k) {
 		return fmt.Errorf("body key %q is an operator setting: set it in the trigger's arguments (or its config file); a request body may set only %s", k, bodyKeyList)
 	}
-	return fmt.Errorf("unknown body key %q (allowed: %s)", truncate(k, maxEcho), bodyKeyList)
+	return fmt.Errorf("unknown body key %q (allowed: %s)", httpjson.Truncate(k, maxEcho), bodyKeyList)
 }
 
 // duplicateKeys returns the keys that a JSON object names more than once,
@@ -444,7 +444,7 @@ func bodyString(k string, v json.RawMessage) (string, error) {
 }
 
 func writeFailed(w http.ResponseWriter, status int, taskID, msg string) {
-	body := map[string]any{"status": schemas.StatusFailed, "message": truncate(msg, maxMessage)}
+	body := map[string]any{"status": schemas.StatusFailed, "message": httpjson.Truncate(msg, maxMessage)}
 	if taskID != "" {
 		body["task_id"] = taskID
 	}

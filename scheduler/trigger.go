@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/robfig/cron/v3"
 
+	"github.com/regressd/regressd/httpjson"
 	"github.com/regressd/regressd/schemas"
 )
 
@@ -61,18 +62,18 @@ func ParseSpec(spec string) (ParsedSpec, error) {
 	kind, rest, ok := strings.Cut(strings.TrimSpace(spec), ":")
 	rest = strings.TrimSpace(rest)
 	if !ok || rest == "" {
-		return ParsedSpec{}, fmt.Errorf("trigger spec %q: want request:<name>, every:<duration> (e.g. every:15m) or cron:<expr>", truncate(spec, maxEcho))
+		return ParsedSpec{}, fmt.Errorf("trigger spec %q: want request:<name>, every:<duration> (e.g. every:15m) or cron:<expr>", httpjson.Truncate(spec, maxEcho))
 	}
 	switch kind {
 	case SpecRequest:
 		if !nameRE.MatchString(rest) {
-			return ParsedSpec{}, fmt.Errorf("trigger spec %q: the request path may hold only letters, digits, '_' and '-'", truncate(spec, maxEcho))
+			return ParsedSpec{}, fmt.Errorf("trigger spec %q: the request path may hold only letters, digits, '_' and '-'", httpjson.Truncate(spec, maxEcho))
 		}
 		return ParsedSpec{Kind: kind, Path: rest}, nil
 	case SpecEvery:
 		d, err := schemas.ParseDuration(rest)
 		if err != nil {
-			return ParsedSpec{}, fmt.Errorf("trigger spec %q: %w", truncate(spec, maxEcho), err)
+			return ParsedSpec{}, fmt.Errorf("trigger spec %q: %w", httpjson.Truncate(spec, maxEcho), err)
 		}
 		if time.Duration(d) < time.Second {
 			return ParsedSpec{}, fmt.Errorf("trigger spec %q: the interval must be at least 1s", spec)
@@ -81,14 +82,14 @@ func ParseSpec(spec string) (ParsedSpec, error) {
 	case SpecCron:
 		sch, err := cronParser.Parse(rest)
 		if err != nil {
-			return ParsedSpec{}, fmt.Errorf("trigger spec %q: %w", truncate(spec, maxEcho), err)
+			return ParsedSpec{}, fmt.Errorf("trigger spec %q: %w", httpjson.Truncate(spec, maxEcho), err)
 		}
 		if cd, ok := sch.(cron.ConstantDelaySchedule); ok {
 			sch = everySchedule{cd.Delay} // @every aligns as every: does
 		}
 		return ParsedSpec{Kind: kind, Schedule: sch}, nil
 	}
-	return ParsedSpec{}, fmt.Errorf("trigger spec %q: unknown kind %q (want request, every or cron)", truncate(spec, maxEcho), truncate(kind, maxEcho))
+	return ParsedSpec{}, fmt.Errorf("trigger spec %q: unknown kind %q (want request, every or cron)", httpjson.Truncate(spec, maxEcho), httpjson.Truncate(kind, maxEcho))
 }
 
 // Validate checks the name, spec and arguments (those of its config file,
@@ -96,7 +97,7 @@ func ParseSpec(spec string) (ParsedSpec, error) {
 func (t Trigger) Validate(models ModelCheck, configDir string) error {
 	var errs []error
 	if !nameRE.MatchString(t.Name) {
-		errs = append(errs, fmt.Errorf("trigger name %q: use 1-64 letters, digits, '_' or '-'", truncate(t.Name, maxEcho)))
+		errs = append(errs, fmt.Errorf("trigger name %q: use 1-64 letters, digits, '_' or '-'", httpjson.Truncate(t.Name, maxEcho)))
 	}
 	ps, err := ParseSpec(t.Spec)
 	if err != nil {
@@ -147,7 +148,7 @@ func (s *Store) Create(ctx context.Context, t Trigger) error {
 // Get returns one trigger.
 func (s *Store) Get(ctx context.Context, name string) (Trigger, error) {
 	if !nameRE.MatchString(name) {
-		return Trigger{}, fmt.Errorf("%w: %q", ErrTriggerNotFound, truncate(name, maxEcho))
+		return Trigger{}, fmt.Errorf("%w: %q", ErrTriggerNotFound, httpjson.Truncate(name, maxEcho))
 	}
 	e, err := s.kv.Get(ctx, name)
 	if err != nil {
@@ -193,7 +194,7 @@ func (s *Store) SetDisabled(ctx context.Context, name string, disabled bool) (Tr
 	if !nameRE.MatchString(name) {
 		// Not a key the bucket could hold ("*", "a.b"): no such trigger,
 		// not a server error.
-		return Trigger{}, fmt.Errorf("%w: %q", ErrTriggerNotFound, truncate(name, maxEcho))
+		return Trigger{}, fmt.Errorf("%w: %q", ErrTriggerNotFound, httpjson.Truncate(name, maxEcho))
 	}
 	for {
 		e, err := s.kv.Get(ctx, name)
@@ -243,7 +244,7 @@ func (s *Store) FindRequest(ctx context.Context, path string) (Trigger, error) {
 			return t, nil
 		}
 	}
-	return Trigger{}, fmt.Errorf("%w: no request trigger serves %q", ErrTriggerNotFound, truncate(path, maxEcho))
+	return Trigger{}, fmt.Errorf("%w: no request trigger serves %q", ErrTriggerNotFound, httpjson.Truncate(path, maxEcho))
 }
 
 // Watch returns the bucket's watcher for schedule updates.
