@@ -87,22 +87,7 @@ func upsertQuantiles(ctx context.Context, tx pgx.Tx, s Series, points []Point, k
 		sel = append(sel, "q["+strconv.Itoa(k+1)+"]")
 		set = append(set, id+" = EXCLUDED."+id)
 	}
-	onConflict := "DO UPDATE SET " + strings.Join(set, ", ")
-	if keep {
-		onConflict = "DO NOTHING"
-	} else if stale, err := clearStaleQuantiles(ctx, tx, s); err != nil {
-		return 0, err
-	} else {
-		onConflict += stale
-	}
-	sql := fmt.Sprintf(`WITH staged AS (DELETE FROM regressd_stage_q RETURNING "time", value, q)
-		INSERT INTO %s (%s) SELECT DISTINCT ON ("time") %s FROM staged ORDER BY "time" ON CONFLICT %s %s`,
-		s.ident().Sanitize(), strings.Join(cols, ", "), strings.Join(sel, ", "), conflictTarget(s), onConflict)
-	tag, err := tx.Exec(ctx, sql, args...)
-	if err != nil {
-		return 0, fmt.Errorf("write predictions: %w", err)
-	}
-	return tag.RowsAffected(), nil
+	return insertStaged(ctx, tx, s, keep, `regressd_stage_q RETURNING "time", value, q`, cols, sel, args, strings.Join(set, ", "))
 }
 
 // clearStaleQuantiles is the SQL that sets to NULL, in a replaced point,

@@ -466,7 +466,15 @@ func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point, keep bool,
 		return 0, fmt.Errorf("copy predictions: %w", err)
 	}
 	cols, sel, args := s.stagedColumns()
-	onConflict := "DO UPDATE SET value = EXCLUDED.value"
+	return insertStaged(ctx, tx, s, keep, `regressd_stage RETURNING "time", value`, cols, sel, args, "value = EXCLUDED.value")
+}
+
+// insertStaged empties a staging table (stage: its name and RETURNING
+// list) into s's table, its columns cols taken from the staged rows by
+// sel (args bound): on a conflict the point is kept (keep) or its set
+// columns replaced, with the quantile columns this write has not NULLed.
+func insertStaged(ctx context.Context, tx pgx.Tx, s Series, keep bool, stage string, cols, sel []string, args []any, set string) (int64, error) {
+	onConflict := "DO UPDATE SET " + set
 	if keep {
 		onConflict = "DO NOTHING"
 	} else if stale, err := clearStaleQuantiles(ctx, tx, s); err != nil {
@@ -475,9 +483,9 @@ func upsert(ctx context.Context, tx pgx.Tx, s Series, points []Point, keep bool,
 		onConflict += stale
 	}
 	// DISTINCT ON keeps one value per time should a batch repeat a timestamp.
-	sql := fmt.Sprintf(`WITH staged AS (DELETE FROM regressd_stage RETURNING "time", value)
+	sql := fmt.Sprintf(`WITH staged AS (DELETE FROM %s)
 		INSERT INTO %s (%s) SELECT DISTINCT ON ("time") %s FROM staged ORDER BY "time" ON CONFLICT %s %s`,
-		s.ident().Sanitize(), strings.Join(cols, ", "), strings.Join(sel, ", "), conflictTarget(s), onConflict)
+		stage, s.ident().Sanitize(), strings.Join(cols, ", "), strings.Join(sel, ", "), conflictTarget(s), onConflict)
 	tag, err := tx.Exec(ctx, sql, args...)
 	if err != nil {
 		return 0, fmt.Errorf("write predictions: %w", err)
