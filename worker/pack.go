@@ -105,22 +105,14 @@ func (w *Worker) handlePack(ctx context.Context, msg jetstream.Msg) error {
 	// A transient failure of any series tries the whole pack again while
 	// its attempts last: each series is still called once per attempt, so
 	// max_retries bounds its calls as it bounds a lone batch's.
-	attempt := uint64(1)
-	if md, _ := msg.Metadata(); md != nil {
-		attempt = md.NumDelivered
-	}
 	for i, err := range errs {
 		if err == nil || IsFinal(err) {
 			continue
 		}
-		attempts := w.attempts(pack.Series[i].Meta)
-		if attempt < uint64(attempts) {
-			if w.cfg.NeedKey {
-				w.cfg.Metrics.GatewayRetry(gatewayOutcome(ctx, err))
-			}
-			return bus.RetryIn(err, retryWait(attempt, err))
+		var retry error
+		if retry, errs[i] = w.retryOrFinal(ctx, msg, pack.Series[i].Meta, err); retry != nil {
+			return retry
 		}
-		errs[i] = Final(fmt.Errorf("gave up after %d attempts (max_retries=%d): %w", attempt, attempts, err))
 	}
 	rs := make([]schemas.Result, len(pack.Series))
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schemas.ResultSchemaFor(pack.Series[0].Meta.Quantiles))

@@ -168,19 +168,10 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 	// bus.Consume keeps the message alive (InProgress) while it is predicted.
 	preds, err := w.predict(ctx, meta, rec)
 	if err != nil && !IsFinal(err) && ctx.Err() == nil {
-		// One delivery is one attempt (one gateway call), so max_retries
-		// bounds the calls a batch costs whichever worker makes them.
-		attempt, attempts := uint64(1), w.attempts(meta)
-		if md, _ := msg.Metadata(); md != nil {
-			attempt = md.NumDelivered
+		var retry error
+		if retry, err = w.retryOrFinal(ctx, msg, meta, err); retry != nil {
+			return retry
 		}
-		if attempt < uint64(attempts) {
-			if w.cfg.NeedKey {
-				w.cfg.Metrics.GatewayRetry(gatewayOutcome(ctx, err))
-			}
-			return bus.RetryIn(err, retryWait(attempt, err)) // transient: try again after a backoff
-		}
-		err = Final(fmt.Errorf("gave up after %d attempts (max_retries=%d): %w", attempt, attempts, err))
 	}
 	if err != nil {
 		log.Error("batch failed", "err", err)
@@ -201,6 +192,25 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 
 // attempts is how many attempts a batch of the task gets: its max_retries,
 // or MaxDeliver for a task that sets none.
+// retryOrFinal decides a transient failure err of one delivery of msg:
+// while the task's attempts last, it returns the retry to hand the bus
+// (after a backoff); after the last, err made final. One delivery is one
+// attempt (one gateway call), so max_retries bounds the calls a batch
+// costs whichever worker makes them.
+func (w *Worker) retryOrFinal(ctx context.Context, msg jetstream.Msg, meta schemas.TaskMeta, err error) (retry, final error) {
+	attempt, attempts := uint64(1), w.attempts(meta)
+	if md, _ := msg.Metadata(); md != nil {
+		attempt = md.NumDelivered
+	}
+	if attempt < uint64(attempts) {
+		if w.cfg.NeedKey {
+			w.cfg.Metrics.GatewayRetry(gatewayOutcome(ctx, err))
+		}
+		return bus.RetryIn(err, retryWait(attempt, err)), nil
+	}
+	return nil, Final(fmt.Errorf("gave up after %d attempts (max_retries=%d): %w", attempt, attempts, err))
+}
+
 func (w *Worker) attempts(meta schemas.TaskMeta) int {
 	if meta.MaxRetries > 0 {
 		return min(meta.MaxRetries, schemas.MaxRetriesLimit)
