@@ -8,7 +8,9 @@ import (
 
 // prep is the preprocessing fitted on the context before any cache is built:
 //
-//   - a cell that is NaN or ±Inf is missing; it is replaced by the context
+//   - a cell that is NaN or ±Inf is missing, and so is a glitch: a value
+//     further from its column's context median than glitchSpreads robust
+//     spreads (glitchBounds); a missing cell is replaced by the context
 //     median of its column, and a column missing in at least
 //     minIndicatorShare of the context's rows gains a 0/1 missingness
 //     indicator column, so the model can learn from the fact that a value
@@ -27,6 +29,7 @@ type prep struct {
 	inCols    int
 	cols      []int     // raw column of each kept value column
 	median    []float64 // per raw column
+	lo, hi    []float64 // per raw column: values outside are glitches
 	indicator []int     // raw columns that get a missingness indicator
 	mean      []float64 // per standardised column
 	scale     []float64
@@ -58,6 +61,49 @@ const minIndicatorShare = 0.5
 
 func missing(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
 
+// glitchSpreads is how many robust spreads from its column's median a
+// feature value must lie to count as a glitch (a sensor's 1e300, a unit
+// slip of a million) and be treated as missing. One such value used to set
+// its column's mean and deviation, squash every other row to one point and
+// make every prediction the same number. The bound is far past anything a
+// real heavy-tailed column reaches within its own context: 1,000 spreads
+// is over 200 times the width of the central 98% of its values.
+const glitchSpreads = 1000
+
+// minGlitchRows is the fewest present values a column needs before values
+// far from the rest are called glitches rather than the column's range.
+const minGlitchRows = 20
+
+// glitchBounds returns the range outside which a value of a column whose
+// present context values are sorted is a glitch; ±Inf when the column has
+// too few values, or too little spread, to tell. The spread is the larger
+// of the interquartile range's and the central 98%'s normal-equivalent
+// deviations, so a column mostly at one value (rain, counts) is judged by
+// its tail.
+func glitchBounds(sorted []float64) (lo, hi float64) {
+	n := len(sorted)
+	if n < minGlitchRows {
+		return math.Inf(-1), math.Inf(1)
+	}
+	at := func(p float64) float64 { return sorted[int(p*float64(n-1)+0.5)] }
+	spread := max((at(0.75)-at(0.25))/1.349, (at(0.99)-at(0.01))/4.653)
+	if !(spread > 0) || math.IsInf(spread, 0) {
+		return math.Inf(-1), math.Inf(1)
+	}
+	med := at(0.5)
+	return med - glitchSpreads*spread, med + glitchSpreads*spread
+}
+
+// value returns row's cell of raw column c and whether it is present: in
+// the row, finite and no glitch.
+func (pp *prep) value(row []float64, c int) (float64, bool) {
+	if c >= len(row) {
+		return 0, false
+	}
+	v := row[c]
+	return v, !missing(v) && v >= pp.lo[c] && v <= pp.hi[c]
+}
+
 // fitPrep fits the preprocessing on the context and returns it with the
 // transformed context (n×outDim row-major) and the standardised target.
 func fitPrep(X [][]float64, y []float64) (*prep, []float64, []float64, error) {
@@ -68,7 +114,7 @@ func fitPrep(X [][]float64, y []float64) (*prep, []float64, []float64, error) {
 			return nil, nil, nil, fmt.Errorf("context row %d has %d features, row 0 has %d", i, len(row), p)
 		}
 	}
-	pp := &prep{inCols: p, median: make([]float64, p)}
+	pp := &prep{inCols: p, median: make([]float64, p), lo: make([]float64, p), hi: make([]float64, p)}
 	vals := make([]float64, 0, n)
 	for c := range p {
 		vals = vals[:0]
@@ -77,10 +123,12 @@ func fitPrep(X [][]float64, y []float64) (*prep, []float64, []float64, error) {
 				vals = append(vals, row[c])
 			}
 		}
+		sort.Float64s(vals)
+		pp.lo[c], pp.hi[c] = glitchBounds(vals)
+		vals = trimSorted(vals, pp.lo[c], pp.hi[c])
 		if len(vals) == 0 {
 			continue
 		}
-		sort.Float64s(vals)
 		mid := len(vals) / 2
 		if len(vals)%2 == 1 {
 			pp.median[c] = vals[mid]
@@ -160,6 +208,13 @@ func meanSD(n int, at func(i int) float64) (m, sd float64) {
 	return m * amax, sd * amax
 }
 
+// trimSorted returns the part of sorted within [lo, hi].
+func trimSorted(sorted []float64, lo, hi float64) []float64 {
+	a := sort.SearchFloat64s(sorted, lo)
+	b := sort.Search(len(sorted), func(i int) bool { return sorted[i] > hi })
+	return sorted[a:b]
+}
+
 // rawRows imputes and lays out the kept columns then the indicators.
 func (pp *prep) rawRows(X [][]float64) []float64 {
 	w := len(pp.cols) + len(pp.indicator)
@@ -167,14 +222,14 @@ func (pp *prep) rawRows(X [][]float64) []float64 {
 	for i, row := range X {
 		o := out[i*w : (i+1)*w]
 		for k, c := range pp.cols {
-			v := pp.median[c]
-			if c < len(row) && !missing(row[c]) {
-				v = row[c]
+			v, ok := pp.value(row, c)
+			if !ok {
+				v = pp.median[c]
 			}
 			o[k] = v
 		}
 		for k, c := range pp.indicator {
-			if c >= len(row) || missing(row[c]) {
+			if _, ok := pp.value(row, c); !ok {
 				o[len(pp.cols)+k] = 1
 			}
 		}

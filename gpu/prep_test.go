@@ -2,6 +2,8 @@ package gpu
 
 import (
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -52,5 +54,73 @@ func TestMissingnessIndicatorOnlyForMostlyMissingColumns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGlitchIsMissing checks that one absurd feature value (a sensor's
+// 1e300, a unit slip) is treated as missing instead of setting its
+// column's scale: before, it made every prediction the same number.
+func TestGlitchIsMissing(t *testing.T) {
+	for _, glitch := range []float64{1e6, 1e20, 1e300, -1e9} {
+		t.Run("", func(t *testing.T) {
+			var X [][]float64
+			var y []float64
+			for i := range 100 {
+				if i%10 == 0 {
+					continue
+				}
+				x := float64(i)
+				if i == 15 {
+					x = glitch
+				}
+				X = append(X, []float64{x})
+				y = append(y, 3*float64(i))
+			}
+			r, err := NewRegressor("regressd/model-2l")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Fit(t.Context(), X, y); err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.Predict(t.Context(), [][]float64{{0}, {50}, {95}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range []float64{0, 150, 285} {
+				if math.Abs(got[k]-want) > 10 {
+					t.Fatalf("glitch %g: predictions %v, want about [0 150 285]", glitch, got)
+				}
+			}
+		})
+	}
+}
+
+// TestGlitchBoundsKeepHeavyTails checks that the glitch bounds leave real
+// columns alone: an exponential tail, a mostly-zero column (rain), a
+// column with a few plain outliers, and too few rows to judge.
+func TestGlitchBoundsKeepHeavyTails(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	exp, rain, outl := make([]float64, 2000), make([]float64, 2000), make([]float64, 2000)
+	for i := range exp {
+		exp[i] = r.ExpFloat64()
+		if r.Float64() < 0.1 {
+			rain[i] = 5 * r.ExpFloat64() * r.ExpFloat64()
+		}
+		outl[i] = r.NormFloat64()
+	}
+	outl[7], outl[9] = 60, -45 // 60 deviations: an outlier, not a glitch
+	for name, col := range map[string][]float64{"exponential": exp, "rain": rain, "outliers": outl, "few": {0, 1, 1e300}} {
+		s := slices.Clone(col)
+		slices.Sort(s)
+		lo, hi := glitchBounds(s)
+		if s[0] < lo || s[len(s)-1] > hi {
+			t.Errorf("%s: bounds [%g, %g] cut the column's own range [%g, %g]", name, lo, hi, s[0], s[len(s)-1])
+		}
+	}
+	s := append(slices.Clone(exp), 1e7)
+	slices.Sort(s)
+	if _, hi := glitchBounds(s); !(hi < 1e7) {
+		t.Errorf("exponential column with 1e7: upper bound %g keeps the glitch", hi)
 	}
 }
