@@ -228,6 +228,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, budget *requestBu
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		return 0, "", Usage{}, s.tooLarge()
 	}
+	if c := httpjson.Coded(r); c != "" {
+		return 0, "", Usage{}, &badRequest{status: http.StatusUnsupportedMediaType, reason: refusedInvalid, msg: httpjson.CodedMessage(c)}
+	}
 	release, err := s.gate.acquire(r.Context())
 	switch {
 	case errors.Is(err, errQueueFull), errors.Is(err, errQueueTimeout):

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -492,5 +493,30 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if d.MaxBodyBytes != 25_000_000 || d.RatePerMinute != 50 || d.DeviceMemoryBytes != gpu.DefaultDeviceMemoryBytes {
 		t.Fatalf("defaults %+v", d)
+	}
+}
+
+// A gzip body used to be read as JSON and refused as malformed, which sent
+// its sender looking at the JSON: it is now a 415 naming the coding.
+func TestPredictCompressedBodyIs415(t *testing.T) {
+	g := newTestGateway(t, Config{})
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	if err := json.NewEncoder(zw).Encode(body(10, 2, nil)); err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	req, _ := http.NewRequest(http.MethodPost, g.http.URL+"/predict", &zb)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+	req.Header.Set("Authorization", "Bearer "+g.key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(string(data), "Content-Encoding: gzip") {
+		t.Fatalf("HTTP %d %s, want 415 naming the coding", res.StatusCode, data)
 	}
 }
