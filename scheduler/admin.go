@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,11 +147,43 @@ func (s *Scheduler) handleDelete(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": name})
 }
 
+// handleEnable takes the trigger's name as InfluxDB 3 does, as the query
+// parameter trigger_name, or in a JSON body {"trigger_name": …} (with db,
+// which is ignored as in the query); the two must not disagree.
 func (s *Scheduler) handleEnable(disabled bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.URL.Query().Get("trigger_name")
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+			return
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			var req struct {
+				DB   string `json:"db"`
+				Name string `json:"trigger_name"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.DisallowUnknownFields()
+			if err := httpjson.UTF8(body, 0); err != nil {
+				writeError(w, http.StatusBadRequest, err.Error())
+				return
+			}
+			if err := dec.Decode(&req); err != nil {
+				writeError(w, http.StatusBadRequest, "body: "+httpjson.Truncate(err.Error(), maxEcho))
+				return
+			}
+			if name != "" && req.Name != "" && name != req.Name {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("trigger_name is %q in the query and %q in the body; send one",
+					httpjson.Truncate(name, maxEcho), httpjson.Truncate(req.Name, maxEcho)))
+				return
+			}
+			if name == "" {
+				name = req.Name
+			}
+		}
 		if name == "" {
-			writeError(w, http.StatusBadRequest, "trigger_name is required")
+			writeError(w, http.StatusBadRequest, `trigger_name is required: as a query parameter (?trigger_name=…) or in the JSON body {"trigger_name": "…"}`)
 			return
 		}
 		t, err := s.store.SetDisabled(r.Context(), name, disabled)

@@ -73,3 +73,36 @@ func TestCreateRefusesATakenPath(t *testing.T) {
 		t.Fatalf("path named like a scheduled trigger: HTTP %d %v", code, out)
 	}
 }
+
+// enable and disable take the trigger's name from the query, as InfluxDB 3
+// sends it, or from a JSON body; a body that disagrees with the query is
+// refused rather than one of them chosen.
+func TestEnableTakesTheNameFromQueryOrBody(t *testing.T) {
+	s, mux, _ := newTestScheduler(t)
+	if code, out := createTrigger(t, mux, "tg", "request:tg", "measurement=m,field=y,model=v/m"); code != http.StatusCreated {
+		t.Fatalf("create: HTTP %d %v", code, out)
+	}
+	const base = "/api/v3/configure/processing_engine_trigger"
+	for _, tc := range []struct {
+		name, path, body string
+		code             int
+		disabled         bool
+	}{
+		{"body disables", base + "/disable", `{"trigger_name":"tg","db":"x"}`, http.StatusOK, true},
+		{"query enables", base + "/enable?trigger_name=tg", ``, http.StatusOK, false},
+		{"both agree", base + "/disable?trigger_name=tg", `{"trigger_name":"tg"}`, http.StatusOK, true},
+		{"both disagree", base + "/enable?trigger_name=tg", `{"trigger_name":"other"}`, http.StatusBadRequest, true},
+		{"unknown body field", base + "/enable", `{"name":"tg"}`, http.StatusBadRequest, true},
+		{"no name", base + "/enable", `{}`, http.StatusBadRequest, true},
+		{"body names a missing trigger", base + "/enable", `{"trigger_name":"nosuch"}`, http.StatusNotFound, true},
+	} {
+		code, out := do(t, mux, http.MethodPost, tc.path, tc.body)
+		if code != tc.code {
+			t.Fatalf("%s: HTTP %d %v, want %d", tc.name, code, out, tc.code)
+		}
+		tr, err := s.Store().Get(t.Context(), "tg")
+		if err != nil || tr.Disabled != tc.disabled {
+			t.Fatalf("%s: trigger %+v %v, want disabled=%v", tc.name, tr, err, tc.disabled)
+		}
+	}
+}
