@@ -122,6 +122,15 @@ func TestBearerAuthorization(t *testing.T) {
 			t.Errorf("headers %v: HTTP %d %s, want 401", h, st, body)
 		}
 	}
+	// /metrics names triggers: it asks for a token too; the probes do not.
+	for path, want := range map[string]int{"/metrics": http.StatusUnauthorized, "/livez": http.StatusOK, "/readyz": http.StatusOK} {
+		if st, body := e.Do(http.MethodGet, path, nil, nil); st != want {
+			t.Errorf("GET %s without a token: HTTP %d %s, want %d", path, st, body, want)
+		}
+	}
+	if st, body := e.Do(http.MethodGet, "/metrics", map[string]string{"Authorization": "Bearer tok-two"}, nil); st != http.StatusOK || !strings.Contains(string(body), "regressd_") {
+		t.Errorf("GET /metrics with a token: HTTP %d %.200s", st, body)
+	}
 	// The engine endpoint needs both: regressd's token and the service key.
 	st, body := e.Do(http.MethodPost, "/api/v3/engine/a", map[string]string{"Authorization": "Bearer tok-one"}, "{}")
 	if st != http.StatusUnauthorized || !strings.Contains(string(body), "X-Service-Api-Key") {

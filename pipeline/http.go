@@ -6,13 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/regressd/regressd/httpjson"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/regressd/regressd/httpauth"
+	"github.com/regressd/regressd/httpjson"
 )
 
 // serverLimits bound what one client can hold of an HTTP server.
@@ -151,12 +153,22 @@ func (p *Pipeline) serve(ctx context.Context, h http.Handler, addr, what string,
 }
 
 // routes mounts /livez, /readyz and /metrics, then the extra handlers,
-// which replace a built-in one of the same pattern.
-func (p *Pipeline) routes(mux *http.ServeMux, extra map[string]http.Handler) {
+// which replace a built-in one of the same pattern. With tokens set,
+// /metrics (trigger names, rates) asks for one like the API does; the
+// probes, which answer "ok" or "ready" and nothing else, stay open for
+// the kubelet and load balancers.
+func (p *Pipeline) routes(mux *http.ServeMux, extra map[string]http.Handler, tokens []string) {
+	metrics := p.metrics.Handler()
 	builtin := map[string]http.HandlerFunc{
-		"GET /livez":   func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") },
-		"GET /readyz":  p.ready,
-		"GET /metrics": p.metrics.Handler().ServeHTTP,
+		"GET /livez":  func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") },
+		"GET /readyz": p.ready,
+		"GET /metrics": func(w http.ResponseWriter, r *http.Request) {
+			if !httpauth.Allowed(tokens, r) {
+				httpjson.Write(w, http.StatusUnauthorized, map[string]string{"status": "failed", "message": httpauth.Message}, "")
+				return
+			}
+			metrics.ServeHTTP(w, r)
+		},
 	}
 	for pattern, h := range builtin {
 		if _, replaced := extra[pattern]; !replaced {

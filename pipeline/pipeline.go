@@ -102,7 +102,7 @@ func Start(ctx context.Context, cfg Config) (_ *Pipeline, err error) {
 		}
 		p.spawn(ctx, log, "writer", w.Run)
 	}
-	p.routes(mux, cfg.Handlers)
+	p.routes(mux, cfg.Handlers, cfg.AuthTokens)
 	if p.url, err = p.serve(ctx, p.instrument(metrics.ServerAPI, mux), cfg.HTTPAddr, "http",
 		serverLimits{MaxBody: scheduler.MaxEngineBody, WriteTimeout: cfg.WaitTimeout + time.Minute, LoopbackNames: true}, log); err != nil {
 		return nil, err

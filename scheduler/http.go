@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/regressd/regressd/httpauth"
 	"github.com/regressd/regressd/httpjson"
 	"github.com/regressd/regressd/schemas"
 )
@@ -57,8 +57,8 @@ func (s *Scheduler) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+base+"/disable", s.auth(jsonOnly(s.handleEnable(true))))
 }
 
-// jsonOnly refuses a request that is not declared application/json with
-// 415. A page on another site can send a form or text/plain POST without
+// jsonOnly refuses a request that is not declared application/json, or
+// whose body is compressed, with 415. A page on another site can send a form or text/plain POST without
 // the browser asking first (CSRF); application/json it cannot.
 func jsonOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -68,37 +68,22 @@ func jsonOnly(h http.HandlerFunc) http.HandlerFunc {
 				"message": "send the request as JSON: Content-Type: application/json (even with an empty body)"})
 			return
 		}
+		if c := httpjson.Coded(r); c != "" {
+			writeJSON(w, http.StatusUnsupportedMediaType, map[string]any{"status": "failed", "message": httpjson.CodedMessage(c)})
+			return
+		}
 		h(w, r)
 	}
-}
-
-// bearerToken is the token of an Authorization header, its scheme matched
-// case-insensitively (RFC 9110: "bearer" is "Bearer").
-func bearerToken(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	return strings.TrimLeft(tok, " "), true
 }
 
 // auth enforces regressd's own request authorization when tokens are set.
 func (s *Scheduler) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if len(s.cfg.AuthTokens) == 0 {
-			h(w, r)
+		if !httpauth.Allowed(s.cfg.AuthTokens, r) {
+			writeJSON(w, http.StatusUnauthorized, map[string]any{"status": "failed", "message": httpauth.Message})
 			return
 		}
-		tok, ok := bearerToken(r.Header.Get("Authorization"))
-		if ok {
-			for _, want := range s.cfg.AuthTokens {
-				if subtle.ConstantTimeCompare([]byte(tok), []byte(want)) == 1 {
-					h(w, r)
-					return
-				}
-			}
-		}
-		writeJSON(w, http.StatusUnauthorized, map[string]any{"status": "failed", "message": "regressd request authorization required: send Authorization: Bearer <token>"})
+		h(w, r)
 	}
 }
 
