@@ -427,6 +427,9 @@ func (c *Client) call(ctx context.Context, body []byte) (*wireResponse, error) {
 		case isHTTP && retryableStatus(he.Status), errors.As(err, &te) && !te.timeout:
 			retries++
 			if retries > c.maxRetries {
+				if attempt == 1 { // no retries of its own: the caller's retries say the rest
+					return nil, err
+				}
 				return nil, fmt.Errorf("gateway: gave up after %d attempts: %w", attempt, err)
 			}
 			var ra time.Duration

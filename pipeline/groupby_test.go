@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +72,50 @@ func failingFifteen(t *testing.T) string {
 	}))
 	t.Cleanup(vendor.Close)
 	return vendor.URL
+}
+
+// A series of a pack refused once with 429 is tried again alone: the
+// others' predictions are kept, not asked for again (which spent a key's
+// rate and could fail a series whose prediction had come back).
+func TestGroupByPackRetriesOnlyTheFailedSeries(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[int]int{} // by rows predicted: a 20, c 15
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			XTest [][]*float64 `json:"X_test"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		mu.Lock()
+		calls[len(req.XTest)]++
+		first := calls[len(req.XTest)] == 1
+		mu.Unlock()
+		if len(req.XTest) == 15 && first {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			json.NewEncoder(w).Encode(map[string]string{"error": "slow down"})
+			return
+		}
+		preds := make([]float64, len(req.XTest))
+		for i, row := range req.XTest {
+			preds[i] = *row[0]*2 - *row[1]
+		}
+		json.NewEncoder(w).Encode(map[string]any{"task": "regression", "predictions": preds,
+			"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
+	}))
+	t.Cleanup(vendor.Close)
+	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+	fleetTable(e, "flaky")
+	e.CreateTrigger("flaky", "request:flaky", pipelinetest.ArgsModel("flaky", "vendor/model-x", "group_by=site,predict_batch_size=100,max_retries=3"))
+	st, out := e.Engine("flaky", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
+	r := pipelinetest.Result(t, out)
+	if st != http.StatusOK || out["status"] != "success" || pipelinetest.Num(r["written"]) != 35 {
+		t.Fatalf("HTTP %d %v, want success (b skipped) with 35 written", st, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls[20] != 1 || calls[15] != 2 {
+		t.Errorf("calls by rows %v, want a (20 rows) once and c (15) twice", calls)
+	}
 }
 
 func TestGroupByPartial(t *testing.T) {

@@ -11,6 +11,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -83,36 +84,31 @@ func (w *Worker) handlePack(ctx context.Context, msg jetstream.Msg) error {
 	log := w.log.With("task_id", parent, "pack_series", len(pack.Series))
 	preds := make([]*Detailed, len(pack.Series))
 	errs := make([]error, len(pack.Series))
-	var g errgroup.Group
-	g.SetLimit(packInFlight)
+	predict := func(idx []int) {
+		var g errgroup.Group
+		g.SetLimit(packInFlight)
+		for _, i := range idx {
+			s := pack.Series[i]
+			nc, nq := s.PackRows()
+			g.Go(func() error {
+				q := rows.queries.NewSlice(int64(rows.queryAt[i]), int64(rows.queryAt[i]+nq))
+				defer q.Release()
+				c := rows.ctxAt[i]
+				preds[i], errs[i] = w.predictWith(ctx, s.Meta, rows.x[c:c+nc:c+nc], rows.y[c:c+nc:c+nc], q)
+				return nil
+			})
+		}
+		g.Wait()
+	}
+	var all []int
 	for i, s := range pack.Series {
-		nc, nq := s.PackRows()
-		if nq == 0 {
-			continue
+		if _, nq := s.PackRows(); nq > 0 {
+			all = append(all, i)
 		}
-		g.Go(func() error {
-			q := rows.queries.NewSlice(int64(rows.queryAt[i]), int64(rows.queryAt[i]+nq))
-			defer q.Release()
-			c := rows.ctxAt[i]
-			preds[i], errs[i] = w.predictWith(ctx, s.Meta, rows.x[c:c+nc:c+nc], rows.y[c:c+nc:c+nc], q)
-			return nil
-		})
 	}
-	g.Wait()
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	// A transient failure of any series tries the whole pack again while
-	// its attempts last: each series is still called once per attempt, so
-	// max_retries bounds its calls as it bounds a lone batch's.
-	for i, err := range errs {
-		if err == nil || IsFinal(err) {
-			continue
-		}
-		var retry error
-		if retry, errs[i] = w.retryOrFinal(ctx, msg, pack.Series[i].Meta, err); retry != nil {
-			return retry
-		}
+	predict(all)
+	if err := w.retrySeries(ctx, delivery(msg), pack, errs, predict); err != nil {
+		return err
 	}
 	rs := make([]schemas.Result, len(pack.Series))
 	b := array.NewRecordBuilder(memory.DefaultAllocator, schemas.ResultSchemaFor(pack.Series[0].Meta.Quantiles))
@@ -144,6 +140,44 @@ func (w *Worker) handlePack(ctx context.Context, msg jetstream.Msg) error {
 	w.cfg.Metrics.AddRows(metrics.RowsPredicted, predicted)
 	log.Debug("pack predicted")
 	return msg.Ack()
+}
+
+// retrySeries tries the series of a pack that failed transiently again,
+// in this delivery, after the backoff a lone batch would get, until each
+// succeeds, fails for good or spends its attempts (max_retries, counted
+// from the delivery's number): the predictions of the others are kept.
+// Retrying the whole pack instead called every series again, spending a
+// gateway key's rate on predictions already made, and failed series whose
+// prediction had come back on an earlier attempt. bus.Consume keeps the
+// message alive while this waits.
+func (w *Worker) retrySeries(ctx context.Context, attempt uint64, pack schemas.Pack, errs []error, predict func([]int)) error {
+	for ; ; attempt++ {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var again []int
+		var wait time.Duration
+		for i, err := range errs {
+			if err == nil || IsFinal(err) {
+				continue
+			}
+			d, final := w.nextAttempt(ctx, attempt, pack.Series[i].Meta, err)
+			if final != nil {
+				errs[i] = final
+				continue
+			}
+			again, wait = append(again, i), max(wait, d)
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		predict(again)
+	}
 }
 
 // publishPack sends a pack's results and the record of their predictions

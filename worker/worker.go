@@ -198,17 +198,33 @@ func (w *Worker) handle(ctx context.Context, msg jetstream.Msg) error {
 // attempt (one gateway call), so max_retries bounds the calls a batch
 // costs whichever worker makes them.
 func (w *Worker) retryOrFinal(ctx context.Context, msg jetstream.Msg, meta schemas.TaskMeta, err error) (retry, final error) {
-	attempt, attempts := uint64(1), w.attempts(meta)
+	wait, final := w.nextAttempt(ctx, delivery(msg), meta, err)
+	if final != nil {
+		return nil, final
+	}
+	return bus.RetryIn(err, wait), nil
+}
+
+// delivery is msg's delivery number, from 1.
+func delivery(msg jetstream.Msg) uint64 {
 	if md, _ := msg.Metadata(); md != nil {
-		attempt = md.NumDelivered
+		return md.NumDelivered
 	}
-	if attempt < uint64(attempts) {
-		if w.cfg.NeedKey {
-			w.cfg.Metrics.GatewayRetry(gatewayOutcome(ctx, err))
-		}
-		return bus.RetryIn(err, retryWait(attempt, err)), nil
+	return 1
+}
+
+// nextAttempt decides a transient failure err of attempt number attempt:
+// the wait before the next while the task's attempts last, else err made
+// final.
+func (w *Worker) nextAttempt(ctx context.Context, attempt uint64, meta schemas.TaskMeta, err error) (time.Duration, error) {
+	attempts := w.attempts(meta)
+	if attempt >= uint64(attempts) {
+		return 0, Final(fmt.Errorf("gave up after %d attempts (max_retries=%d): %w", attempt, attempts, err))
 	}
-	return nil, Final(fmt.Errorf("gave up after %d attempts (max_retries=%d): %w", attempt, attempts, err))
+	if w.cfg.NeedKey {
+		w.cfg.Metrics.GatewayRetry(gatewayOutcome(ctx, err))
+	}
+	return retryWait(attempt, err), nil
 }
 
 func (w *Worker) attempts(meta schemas.TaskMeta) int {
