@@ -223,7 +223,12 @@ func (s Stores) openDatabase(ctx context.Context, st *Stack) error {
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
-	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
+	// The session keeps the database's TimeZone (or the URL's ?timezone=):
+	// a source whose time column is timestamp without time zone means its
+	// wall-clock times in that zone, as psql would read them, and the read
+	// casts them to instants with it. Forcing UTC here moved such a table's
+	// predictions by the zone's offset. Every other time is an instant
+	// (timestamptz), whatever the session's zone.
 	cfg.ConnConfig.RuntimeParams["application_name"] = "regressd"
 	if cfg.MaxConns < 8 {
 		cfg.MaxConns = 8

@@ -57,6 +57,17 @@ func (t Table) Column(name string) (Column, bool) {
 }
 
 // Tags lists the tag columns in table order.
+// LocalTime reports whether the time column is timestamp without time
+// zone: wall-clock times of the session's TimeZone.
+func (t Table) LocalTime() bool {
+	for _, c := range t.Columns {
+		if c.Kind == KindTime {
+			return c.DataType == "timestamp without time zone"
+		}
+	}
+	return false
+}
+
 func (t Table) Tags() []string {
 	var out []string
 	for _, c := range t.Columns {

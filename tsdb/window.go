@@ -31,6 +31,10 @@ type WindowQuery struct {
 	Start, End time.Time
 	// Limit keeps the newest rows; 0 means no limit.
 	Limit int
+	// LocalTime says the time column is timestamp without time zone
+	// (Table.LocalTime): the bounds are turned into the session zone's wall
+	// clock, so the column is compared as it is stored (and indexed).
+	LocalTime bool
 }
 
 // Window is a window of rows in ascending time order as one Arrow record:
@@ -120,7 +124,11 @@ func windowSQL(q WindowQuery) (string, []any) {
 	}
 	b.WriteString(" FROM ")
 	b.WriteString(pgx.Identifier{q.Measurement}.Sanitize())
-	b.WriteString(` WHERE "time" >= $1 AND "time" < $2`)
+	if q.LocalTime {
+		b.WriteString(` WHERE "time" >= ($1::timestamptz AT TIME ZONE current_setting('TimeZone')) AND "time" < ($2::timestamptz AT TIME ZONE current_setting('TimeZone'))`)
+	} else {
+		b.WriteString(` WHERE "time" >= $1 AND "time" < $2`)
+	}
 	args := []any{q.Start.UTC(), q.End.UTC()}
 	keys := make([]string, 0, len(q.Filter))
 	for k := range q.Filter {
