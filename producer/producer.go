@@ -158,7 +158,8 @@ func (p *Producer) readWindow(ctx context.Context, job schemas.Job, meta *schema
 		return w, false, nil, err
 	}
 	q := tsdb.WindowQuery{Measurement: a.Measurement, Target: a.Field, Features: a.FeatureFields,
-		TagColumns: meta.TagColumns, Filter: a.Tags, Start: job.Start, End: job.End, Limit: a.MaxReadRows, LocalTime: table.LocalTime()}
+		TagColumns: meta.TagColumns, Filter: a.Tags, Start: job.Start, End: job.End, Limit: a.MaxReadRows, LocalTime: table.LocalTime(),
+		Decimal: table.Decimal()}
 	readDone := p.cfg.Metrics.Time(metrics.StageProducerRead)
 	win, err := p.db.ReadWindow(ctx, q)
 	if err != nil {

@@ -68,6 +68,17 @@ func (t Table) LocalTime() bool {
 	return false
 }
 
+// Decimal returns the field columns of type numeric.
+func (t Table) Decimal() map[string]bool {
+	out := map[string]bool{}
+	for _, c := range t.Columns {
+		if c.Kind == KindField && c.DataType == "numeric" {
+			out[c.Name] = true
+		}
+	}
+	return out
+}
+
 func (t Table) Tags() []string {
 	var out []string
 	for _, c := range t.Columns {

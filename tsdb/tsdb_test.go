@@ -335,3 +335,33 @@ func TestFilterNoTagValue(t *testing.T) {
 		w.Release()
 	}
 }
+
+// A numeric value past double precision's range is empty, as ±Inf is; it
+// used to fail the whole read with SQLSTATE 22003.
+func TestReadWindowNumericPastDoubleRange(t *testing.T) {
+	pool := pgtest.New(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE big ("time" timestamptz, y numeric, x numeric)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO big VALUES ($1, 1, 1e400), ($2, -1e400, 2), ($3, 3, 'NaN'), ($4, 4.5, -4.5)`,
+		t0, t0.Add(time.Hour), t0.Add(2*time.Hour), t0.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	db := New(pool)
+	tbl, err := db.Describe(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := db.ReadWindow(ctx, WindowQuery{Measurement: "big", Target: "y", Features: []string{"x"},
+		Start: t0, End: t0.Add(4 * time.Hour), Decimal: tbl.Decimal()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release()
+	y := w.Record.Column(1).(*array.Float64)
+	x := w.Record.Column(2).(*array.Float64)
+	if w.Record.NumRows() != 4 || !x.IsNull(0) || !y.IsNull(1) || !x.IsNull(2) || y.Value(0) != 1 || y.Value(3) != 4.5 || x.Value(3) != -4.5 {
+		t.Fatalf("y=%v x=%v, want values past the range and NaN empty, the rest kept", y, x)
+	}
+}

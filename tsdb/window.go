@@ -35,6 +35,10 @@ type WindowQuery struct {
 	// (Table.LocalTime): the bounds are turned into the session zone's wall
 	// clock, so the column is compared as it is stored (and indexed).
 	LocalTime bool
+	// Decimal names the target and feature columns of type numeric, which
+	// can hold values past double precision's range: those read as empty,
+	// as ±Inf does, instead of failing the read (SQLSTATE 22003).
+	Decimal map[string]bool
 }
 
 // Window is a window of rows in ascending time order as one Arrow record:
@@ -118,9 +122,13 @@ func windowSQL(q WindowQuery) (string, []any) {
 		b.WriteString("::text")
 	}
 	for _, f := range append([]string{q.Target}, q.Features...) {
+		id := pgx.Identifier{f}.Sanitize()
 		b.WriteString(", ")
-		b.WriteString(pgx.Identifier{f}.Sanitize())
-		b.WriteString("::double precision")
+		if q.Decimal[f] {
+			b.WriteString("CASE WHEN abs(" + id + ") <= 1.7976931348623157e308 THEN " + id + "::double precision END")
+		} else {
+			b.WriteString(id + "::double precision")
+		}
 	}
 	b.WriteString(" FROM ")
 	b.WriteString(pgx.Identifier{q.Measurement}.Sanitize())
