@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,9 +43,10 @@ func CheckSchema(t tsdb.Table, a schemas.RunArgs) error {
 			errs = append(errs, fmt.Errorf("tag %q in tags is a %s column, not a tag (text) column: filter on a tag column", k, c.DataType))
 		}
 	}
+	out := cmp.Or(a.OutputMeasurement, tsdb.RegressedName(t.Name))
 	for _, tag := range t.Tags() {
 		if slices.Contains(tsdb.Reserved, tag) {
-			errs = append(errs, fmt.Errorf("source tag column %q collides with the provenance columns of %s (%s): rename it in the source table", tag, tsdb.RegressedName(t.Name), strings.Join(tsdb.Reserved, ", ")))
+			errs = append(errs, fmt.Errorf("source tag column %q collides with the provenance columns of %s (%s): rename it in the source table", tag, out, strings.Join(tsdb.Reserved, ", ")))
 		}
 	}
 	errs = append(errs, checkQuantileColumns(t, a)...)

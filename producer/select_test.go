@@ -166,8 +166,18 @@ func TestCheckSchema(t *testing.T) {
 		}
 	}
 	table.Columns = append(table.Columns, tsdb.Column{Name: "model", Kind: tsdb.KindTag, DataType: "text"})
-	if err := CheckSchema(table, ok); err == nil || !strings.Contains(err.Error(), `"model" collides`) {
+	if err := CheckSchema(table, ok); err == nil || !strings.Contains(err.Error(), `"model" collides with the provenance columns of m_regressed`) {
 		t.Errorf("reserved tag: %v", err)
+	}
+	// Every collision at once, naming the table the run writes.
+	table.Columns = append(table.Columns, tsdb.Column{Name: "p10", Kind: tsdb.KindTag, DataType: "text"})
+	out := ok
+	out.OutputMeasurement, out.Quantiles = "elsewhere", []float64{0.1}
+	err = CheckSchema(table, out)
+	for _, want := range []string{`"model" collides with the provenance columns of elsewhere`, `level 0.1 writes the column "p10"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q", err, want)
+		}
 	}
 }
 
