@@ -44,8 +44,10 @@ func (c *taskCommand) Run(ctx context.Context, args []string) error {
 	run := r.Run
 	w := c.m.Stdout
 	fmt.Fprintf(w, "task %s (trigger %s, %s)\nstatus: %s\n", run.TaskID, run.Trigger, run.Origin, run.Status)
-	if run.Message != "" {
-		fmt.Fprintf(w, "message: %s\n", run.Message)
+	for _, l := range [][2]string{{"message", run.Message}, {"first failure", run.FirstFailure}} {
+		if l[1] != "" {
+			fmt.Fprintf(w, "%s: %s\n", l[0], l[1])
+		}
 	}
 	fmt.Fprintf(w, "window: %s .. %s\nwritten: %d  skipped_existing: %d  batches: %d done, %d failed of %d\n",
 		run.Start.Format("2006-01-02T15:04:05Z"), run.End.Format("2006-01-02T15:04:05Z"), run.Written, run.SkippedExisting,
