@@ -217,10 +217,14 @@ func TestGroupByPackBesideALoneSeries(t *testing.T) {
 	if out["status"] != "partial" || len(pa) != 20 || s["b"]["status"] != "skipped" || s["c"]["status"] != "failed" {
 		t.Fatalf("dry run %v, want a's 20 predictions, b skipped, c failed", out)
 	}
-	// Site a's predictions are its own rows' (2·x1 − x2 of a's features).
+	// Site a's predictions come as a single series' do: numbers aligned
+	// with the query rows, their times alongside.
+	if ta, _ := s["a"]["times"].([]any); len(ta) != len(pa) {
+		t.Errorf("site a: %d times for %d predictions", len(ta), len(pa))
+	}
 	for _, p := range pa {
-		if v, _ := p.(map[string]any)["value"].(float64); p.(map[string]any)["value"] == nil || v != v {
-			t.Errorf("site a prediction %v, want a value", p)
+		if _, ok := p.(float64); !ok {
+			t.Errorf("site a prediction %v, want a number", p)
 		}
 	}
 	if got := published(e); len(got) != 2 || got[1] != [2]int{1, 0} {

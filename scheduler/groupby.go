@@ -80,6 +80,12 @@ func addSeriesResult(result map[string]any, sum schemas.TaskSummary) {
 		list = list[:schemas.MaxInlineSeries]
 	}
 	result["series_results"] = list
+	for _, sr := range list {
+		if sr.Predictions != nil { // a dry run's, whatever its status
+			result["series_results"] = dryRunSeriesList(list)
+			break
+		}
+	}
 	if len(list) < sum.Series.Total {
 		result["series_more"] = fmt.Sprintf("%d more series: regressd task show %s", sum.Series.Total-len(list), sum.TaskID)
 	}

@@ -237,16 +237,16 @@ func writeSummary(w http.ResponseWriter, sum schemas.TaskSummary) {
 	if sum.SkippedExisting > 0 || sum.Status == schemas.StatusSkipped {
 		result["skipped_existing"] = sum.SkippedExisting
 	}
-	if sum.Status == schemas.StatusDryRun {
-		// As the plugin: predictions aligned with the query rows, null
-		// where the model gave none; their times alongside.
-		preds, times := make([]*float64, len(sum.Predictions)), make([]time.Time, len(sum.Predictions))
-		for i, p := range sum.Predictions {
-			preds[i], times[i] = p.Value, p.Time
-		}
-		result["predictions"], result["times"] = preds, times
+	if sum.Batches > 0 {
+		result["outside_range"] = sum.OutsideRange
 	}
-	addQuantileResult(result, sum)
+	if sum.Status == schemas.StatusDryRun {
+		preds, times, quantiles := dryRunColumns(sum.Predictions)
+		result["predictions"], result["times"] = preds, times
+		if quantiles != nil {
+			result["quantiles"] = quantiles
+		}
+	}
 	addSeriesResult(result, sum)
 	out := map[string]any{"status": sum.Status, "task_id": sum.TaskID, "result": result}
 	if sum.Status == schemas.StatusFailed {

@@ -106,34 +106,6 @@ func parseLargeContext(args map[string]string) (*schemas.LargeContext, error) {
 	return lc, nil
 }
 
-// addQuantileResult adds to an engine call's result the rows predicted
-// outside the context's range (outside_range, when the task predicted
-// any) and a dry run's quantiles: by column, aligned with predictions,
-// null where the model gave none.
-func addQuantileResult(result map[string]any, sum schemas.TaskSummary) {
-	if sum.Batches > 0 {
-		result["outside_range"] = sum.OutsideRange
-	}
-	if sum.Status != schemas.StatusDryRun {
-		return
-	}
-	var cols map[string][]*float64
-	for i, p := range sum.Predictions {
-		for name, v := range p.Quantiles {
-			if cols == nil {
-				cols = map[string][]*float64{}
-			}
-			if cols[name] == nil {
-				cols[name] = make([]*float64, len(sum.Predictions))
-			}
-			cols[name][i] = v
-		}
-	}
-	if cols != nil {
-		result["quantiles"] = cols
-	}
-}
-
 // tomlListArg is a config file's list for quantiles (numbers) or
 // large_context_policy (names) in the arguments' string form; ok is false
 // for other keys.
