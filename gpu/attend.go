@@ -412,7 +412,7 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 	}
 	for q := range out {
 		if edges != nil {
-			out[q] += edges[q].u * (far[q] - out[q])
+			out[q] = c.leaned(edges[q], zq[q*c.f:(q+1)*c.f], out[q]+edges[q].u*(far[q]-out[q]))
 		}
 		out[q] = out[q]*c.pp.yScale + c.pp.yMean
 	}
@@ -439,11 +439,7 @@ func (c *contextFit) forwardStart(ctx context.Context, zq []float64, nq int) (ou
 	far = make([]float64, nq)
 	var buf []float64
 	for q := range nq {
-		t := c.tr.eval(zq[q*f:(q+1)*f], buf)
-		out[q] = c.trendW * t
-		if edges != nil && edges[q].u > 0 {
-			far[q] = c.farFor(edges[q]).trendOut(c.tr, zq[q*f:(q+1)*f], c.edge.lo, c.edge.hi, t)
-		}
+		out[q], far[q] = c.primal(edges, q, zq[q*f:(q+1)*f], c.tr.eval(zq[q*f:(q+1)*f], buf))
 	}
 	return out, far, edges, nil
 }

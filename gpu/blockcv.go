@@ -7,7 +7,8 @@ import (
 
 // heldOut is every readout candidate's prediction of context rows it did
 // not see: cands[k][a] for row rows[a] (canonical order), whose target is
-// target[a]; k = 0 is the trend and 1 + l·H + h head h of layer l.
+// target[a]; k = 0 is the trend, 1 + l·H + h head h of layer l, and the
+// last the forest.
 type heldOut struct {
 	cands  [][]float64
 	target []float64
@@ -126,7 +127,7 @@ func (c *contextFit) blockCandidates(ctx context.Context, cfg modelConfig, ys []
 		return nil, nil
 	}
 	nh := len(c.layers) * headsPerLayer
-	h := &heldOut{cands: make([][]float64, nh+1), rows: rows, dist: make([]float64, m), block: make([]int, m), beyond: make([]bool, m)}
+	h := &heldOut{cands: make([][]float64, nh+2), rows: rows, dist: make([]float64, m), block: make([]int, m), beyond: make([]bool, m)}
 	h.extra = [2][]float64{make([]float64, m), make([]float64, m)}
 	for k := range h.cands {
 		h.cands[k] = make([]float64, m)

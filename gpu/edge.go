@@ -27,6 +27,7 @@ type edgeModel struct {
 	lo, hi []float64   // the context's range of each column
 	beyond *farReadout // for queries outside [lo, hi]; nil: no far readout
 	gap    *farReadout // for far queries inside it
+	lean   float64     // the forest's share for queries inside [lo, hi] (lean.go)
 }
 
 // farReadout is a far readout's weights; the context mean takes the
@@ -38,10 +39,11 @@ type edgeModel struct {
 // range's edge (flat past it: what a tree ensemble does, for a relation
 // that does not go on). Inside the range all three are the same.
 type farReadout struct {
-	trendW float64
-	rawW   float64 // the trend's polynomial, without the tangent past the range
-	flatW  float64 // the trend at the query clamped to the context's range
-	w      [][headsPerLayer]float64
+	trendW  float64
+	rawW    float64 // the trend's polynomial, without the tangent past the range
+	flatW   float64 // the trend at the query clamped to the context's range
+	w       [][headsPerLayer]float64
+	forestW float64
 }
 
 // trendVariants are the trend's other continuations past the range [lo,
@@ -58,14 +60,25 @@ func trendVariants(t *trend, z, lo, hi []float64) (raw, flat float64) {
 	return raw, t.eval(zc, nil)
 }
 
-// trendOut is the readout's trend part at z, whose trend value is tv.
-func (r *farReadout) trendOut(t *trend, z, lo, hi []float64, tv float64) float64 {
-	out := r.trendW * tv
-	if r.rawW != 0 || r.flatW != 0 {
-		raw, flat := trendVariants(t, z, lo, hi)
-		out += r.rawW*raw + r.flatW*flat
+// primal is the near and the far readouts' parts at the standardised
+// query q of edges (nil: no far readout) that are not heads: the trend,
+// whose value at z is tv, its continuations and the forest.
+func (c *contextFit) primal(edges []queryEdge, q int, z []float64, tv float64) (near, far float64) {
+	var fv float64
+	if c.fo != nil {
+		fv = c.fo.predict(z)
 	}
-	return out
+	near = c.trendW*tv + c.forestW*fv
+	if edges == nil || edges[q].u <= 0 {
+		return near, 0
+	}
+	r := c.farFor(edges[q])
+	far = r.trendW*tv + r.forestW*fv
+	if r.rawW != 0 || r.flatW != 0 {
+		raw, flat := trendVariants(c.tr, z, c.edge.lo, c.edge.hi)
+		far += r.rawW*raw + r.flatW*flat
+	}
+	return near, far
 }
 
 // weights is the readout as one weight per candidate (heldOut's order; the
@@ -75,7 +88,7 @@ func (r *farReadout) weights() []float64 {
 	for _, l := range r.w {
 		w = append(w, l[:]...)
 	}
-	return w
+	return append(w, r.forestW)
 }
 
 // minFarRows is the fewest block rows a far readout is chosen on: with
@@ -117,8 +130,8 @@ func (e *edgeModel) fitFar(cfg modelConfig, blk *heldOut, far []int, init int) {
 // selectFar chooses a far readout on blk's rows: in each block apart, then
 // averaged, so that no one run decides for the others, since a query's
 // may be like any of them. Its candidates are the trend (and its raw and
-// flat continuations), the heads and the context mean (the weight left
-// over). Nil when no block holds 8 of the
+// flat continuations), the heads, the forest and the context mean (the
+// weight left over). Nil when no block holds 8 of the
 // rows.
 func selectFar(cfg modelConfig, blk *heldOut, rows []int, init int) *farReadout {
 	nc := len(blk.cands)
@@ -144,8 +157,9 @@ func selectFar(cfg modelConfig, blk *heldOut, rows []int, init int) *farReadout 
 	if blocks == 0 {
 		return nil
 	}
-	r := &farReadout{trendW: w[0] / float64(blocks), rawW: w[nc] / float64(blocks), flatW: w[nc+1] / float64(blocks), w: make([][headsPerLayer]float64, (nc-1)/headsPerLayer)}
-	for k := 1; k < nc; k++ {
+	r := &farReadout{trendW: w[0] / float64(blocks), rawW: w[nc] / float64(blocks), flatW: w[nc+1] / float64(blocks),
+		w: make([][headsPerLayer]float64, (nc-2)/headsPerLayer), forestW: w[nc-1] / float64(blocks)}
+	for k := 1; k < nc-1; k++ {
 		r.w[(k-1)/headsPerLayer][(k-1)%headsPerLayer] = w[k] / float64(blocks)
 	}
 	return r

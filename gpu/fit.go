@@ -26,6 +26,8 @@ type contextFit struct {
 	pp         *prep
 	tr         *trend
 	trendW     float64
+	fo         *forest // a readout candidate of another kind (forest.go)
+	forestW    float64
 	n, f, g    int
 	z          []float64 // n×f, canonical order
 	anchors    []float64 // one f-vector per block of anchorBlock rows

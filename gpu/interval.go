@@ -42,8 +42,13 @@ const shrinkRows = 4
 // the held-out rows (near: scattered rows; blk: rows held out in blocks, nil
 // when none). It stops with an error wrapping ctx.Err() once ctx ends.
 func (c *contextFit) calibrate(ctx context.Context, near, blk *heldOut) error {
-	nearW := c.readoutWeights()
-	res := near.blend(nearW)
+	res := near.blend(c.readoutWeights())
+	if c.edge != nil && c.edge.lean != 0 {
+		fo := near.cands[len(near.cands)-1]
+		for a := range res {
+			res[a] += c.edge.lean * (fo[a] - res[a])
+		}
+	}
 	cal := &calibration{rows: near.rows, r2: make([]float64, len(res))}
 	for a, p := range res {
 		d := near.target[a] - p
@@ -60,17 +65,11 @@ func (c *contextFit) calibrate(ctx context.Context, near, blk *heldOut) error {
 		return err
 	}
 	if blk != nil {
-		p := blk.blend(nearW)
+		p := c.blockPredict(blk)
 		u := make([]float64, len(p))
 		if c.edge.beyond != nil {
-			pb, pg := blk.blendFar(c.edge.beyond), blk.blendFar(c.edge.gap)
 			for a := range p {
 				u[a] = farness(blk.dist[a])
-				pf := pg[a]
-				if blk.beyond[a] {
-					pf = pb[a]
-				}
-				p[a] += u[a] * (pf - p[a])
 			}
 		}
 		e, err := c.normalised(ctx, blk.rows, blk.target, p)
@@ -122,7 +121,7 @@ func (c *contextFit) readoutWeights() []float64 {
 			w = append(w, c.layers[l][h].w)
 		}
 	}
-	return w
+	return append(w, c.forestW)
 }
 
 // constantCalibration is the predictive distribution of a constant model

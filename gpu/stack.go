@@ -163,8 +163,10 @@ func (c *contextFit) stack(ctx context.Context, cfg modelConfig, ys []float64, a
 			k++
 		}
 	}
+	c.forestW = w[k]
 	if blk != nil {
 		c.edge.fitFar(cfg, blk, blkFar, init)
+		c.leanOnForest(near, blk)
 	}
 	return c.calibrate(ctx, near, blk)
 }
@@ -177,6 +179,12 @@ func (c *contextFit) nearCandidates(ctx context.Context, cfg modelConfig, ys []f
 	n, f := c.n, c.f
 	tr, tLoo, _ := fitTrend(c.z, n, f, ys)
 	c.tr = tr
+	oob := make([]float64, n)
+	fo, err := fitForest(ctx, c.z, n, f, ys, oob)
+	if err != nil {
+		return nil, 0, err
+	}
+	c.fo = fo
 	// Sorted initialisation of the ensemble selection: the number of best
 	// heads blended before greedy steps. Small contexts blend more, since
 	// their out-of-fold scores are noisy and a broad average is safer.
@@ -223,7 +231,7 @@ func (c *contextFit) nearCandidates(ctx context.Context, cfg modelConfig, ys []f
 			k++
 		}
 	}
-	return &heldOut{cands: append(cands, hc...), target: target, rows: rows}, 5, nil
+	return &heldOut{cands: append(append(cands, hc...), pick(oob, rows)), target: target, rows: rows}, 5, nil
 }
 
 // stackPairs bounds scored rows × context rows in the readout's scoring:
@@ -325,7 +333,7 @@ func (c *contextFit) looCandidates(ctx context.Context, rows []int, ard, iso gpH
 func (c *contextFit) foldCandidates(ctx context.Context, cfg modelConfig, ys []float64, solveChunk int) ([][]float64, []float64, error) {
 	folds := max(cfg.folds, 2)
 	nh := len(c.layers) * headsPerLayer
-	out := make([][]float64, nh+1)
+	out := make([][]float64, nh+2)
 	for k := range out {
 		out[k] = make([]float64, c.n)
 	}
@@ -381,7 +389,7 @@ func (c *contextFit) rowsOf(idx []int, y []float64) ([]float64, []float64) {
 // heldOutPredict fits the trend and every head on the rows (zt, yt) with
 // the hyperparameters ard and iso, and calls put(k, a, v) with candidate
 // k's prediction v of the held-out canonical row te[a] (k = 0 the trend,
-// 1 + l·H + h head h of layer l).
+// 1 + l·H + h head h of layer l, then the forest).
 func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt []float64, te []int, ard, iso gpHyper, solveChunk int, near []float64, put func(k, a int, v float64)) error {
 	f := c.f
 	m := len(yt)
@@ -390,6 +398,11 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 		return err
 	}
 	trd, _, _ := fitTrend(zt, m, f, yt)
+	fo, err := fitForest(ctx, zt, m, f, yt, nil)
+	if err != nil {
+		return err
+	}
+	kf := 1 + len(layers)*headsPerLayer
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
 	// Rows are independent and put writes each row's own slots.
 	return parallelFor(ctx, len(te), 8, func(lo, hi int) {
@@ -399,6 +412,7 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 		for a := lo; a < hi; a++ {
 			zi := c.z[te[a]*f : (te[a]+1)*f]
 			put(0, a, trd.eval(zi, buf))
+			put(kf, a, fo.predict(zi))
 			dA.reset(-1)
 			dI.reset(-1)
 			for j := range m {
