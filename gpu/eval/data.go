@@ -192,11 +192,19 @@ func loadOne(dir, file string, m manifestEntry, kind Folds) (Dataset, error) {
 		names = append(names, fc.names()...)
 	}
 	d.Features = names
+	// A row with no target value (empty, NA, NaN) can neither be scored nor
+	// teach: it is left out, and a split file, which has a line for every
+	// row of the data, loses the same lines.
+	keep := make([]bool, len(rows))
 	for r, rec := range rows {
 		yv, err := cell(rec, ti)
-		if err != nil || math.IsNaN(yv) {
+		if err != nil {
 			return Dataset{}, fmt.Errorf("row %d: target %q is not a number", r+2, rec[ti])
 		}
+		if math.IsNaN(yv) || math.IsInf(yv, 0) {
+			continue
+		}
+		keep[r] = true
 		x := make([]float64, 0, len(names))
 		for _, c := range cols {
 			x = c.appendRow(x, rec)
@@ -204,16 +212,23 @@ func loadOne(dir, file string, m manifestEntry, kind Folds) (Dataset, error) {
 		d.X = append(d.X, x)
 		d.Y = append(d.Y, yv)
 	}
+	if skipped := len(rows) - len(d.X); skipped > 0 {
+		d.Notes = append(d.Notes, fmt.Sprintf("%d row(s) with no target value left out", skipped))
+	}
 	if len(d.X) == 0 {
-		return Dataset{}, errors.New("no data rows")
+		return Dataset{}, errors.New("no data rows with a target value")
 	}
 	if kind == FoldsBlocks {
 		if len(d.X) < blockFolds {
 			return Dataset{}, fmt.Errorf("%d rows cannot make %d blocks", len(d.X), blockFolds)
 		}
 		d.Test = BlockFolds(len(d.X), blockFolds)
-	} else if d.Test, err = loadSplits(filepath.Join(dir, "splits", file), len(d.X)); err != nil {
+	} else if d.Test, err = loadSplits(filepath.Join(dir, "splits", file), len(rows)); err != nil {
 		return Dataset{}, err
+	} else {
+		for s, test := range d.Test {
+			d.Test[s] = keepRows(test, keep)
+		}
 	}
 	// R² compares errors with the test targets' spread: a split without
 	// one has no R².
@@ -345,6 +360,17 @@ func cell(rec []string, i int) (float64, error) {
 		return 0, fmt.Errorf("cell %q is not a number", s)
 	}
 	return v, nil
+}
+
+// keepRows returns the entries of mask whose rows are kept.
+func keepRows(mask, keep []bool) []bool {
+	out := make([]bool, 0, len(mask))
+	for i, m := range mask {
+		if keep[i] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func loadSplits(path string, rows int) ([][]bool, error) {

@@ -168,3 +168,22 @@ func TestMixedCodesAreText(t *testing.T) {
 		t.Fatalf("features %s", got)
 	}
 }
+
+// A row with no target value is left out, with a note, and its line of
+// the split file with it; it used to stop the whole eval.
+func TestRowsWithoutTargetLeftOut(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.csv", "x,y\n1,2\n2,NA\n3,6\n4,\n5,10\n6,12\n")
+	write(t, dir, "splits/a.csv", "seed0\n1\n1\n1\n0\n0\n0\n")
+	ds, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds[0]
+	if len(d.Y) != 4 || d.Y[1] != 6 || len(d.Test[0]) != 4 || !d.Test[0][0] || !d.Test[0][1] || d.Test[0][2] {
+		t.Fatalf("y %v test %v, want rows 1, 3, 5, 6 with tests 1 and 3", d.Y, d.Test)
+	}
+	if len(d.Notes) != 1 || !strings.Contains(d.Notes[0], "2 row(s) with no target value left out") {
+		t.Errorf("notes %q", d.Notes)
+	}
+}
