@@ -55,11 +55,14 @@ func gpValue(ctx context.Context, z []float64, m, f int, y, theta []float64) (fl
 	}
 	sf2 := math.Exp(theta[f])
 	sn2 := math.Exp(theta[f+1])
+	// The lower triangles only: the Cholesky factorisation and the gradient
+	// read no other entry (K is symmetric), and the mirror images were
+	// writes down columns, one cache line each.
 	k := make([]float64, m*m)
 	ks := make([]float64, m*m) // signal part, kept for the gradient
 	// Row i's lower half in one piece: squared distances, then their
 	// weights in one vector pass (expScaled). Each piece writes only its
-	// rows and their mirror images, so the bits do not depend on cores.
+	// rows, so the bits do not depend on cores.
 	parallelFor(ctx, m, 16, func(lo, hi int) {
 		d2 := make([]float64, hi)
 		for i := lo; i < hi; i++ {
@@ -75,12 +78,12 @@ func gpValue(ctx context.Context, z []float64, m, f int, y, theta []float64) (fl
 			}
 			e := ks[i*m : i*m+i+1]
 			expScaled(e, d2[:i+1], -0.5, 0)
-			for j := 0; j <= i; j++ {
-				v := sf2 * e[j]
-				ks[i*m+j], ks[j*m+i] = v, v
-				k[i*m+j], k[j*m+i] = v, v
+			ki := k[i*m : i*m+i+1]
+			for j := range e {
+				e[j] *= sf2
+				ki[j] = e[j]
 			}
-			k[i*m+i] += sn2 + 1e-9*sf2
+			ki[i] += sn2 + 1e-9*sf2
 		}
 	})
 	if ctx.Err() != nil {

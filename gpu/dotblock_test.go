@@ -1,0 +1,106 @@
+package gpu
+
+import (
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestDotBlockPaths checks every path of dotBlock this CPU has (AVX-512,
+// AVX2 FMA, Go) on every length up to 70 and a long one: each of the
+// sixteen sums within a few units of rounding of the exact sum (big.Float),
+// scaled by Σ|a||b| (the sums' order differs between paths, so their bits
+// do). On a CPU without a vector path only the Go loop is checked; the
+// vector paths are skipped, saying which.
+func TestDotBlockPaths(t *testing.T) {
+	type path struct {
+		name    string
+		fma, av bool
+		has     bool
+	}
+	paths := []path{
+		{"go", false, false, true},
+		{"avx2-fma", true, false, dotBlockHasFMA},
+		{"avx512", true, true, dotBlockHasAVX512},
+	}
+	saveFMA, saveAVX := dotBlockHasFMA, dotBlockHasAVX512
+	defer func() { dotBlockHasFMA, dotBlockHasAVX512 = saveFMA, saveAVX }()
+	rng := rand.New(rand.NewPCG(16, 2))
+	for _, p := range paths {
+		if !p.has {
+			t.Logf("%s: this CPU lacks it, skipped", p.name)
+			continue
+		}
+		dotBlockHasFMA, dotBlockHasAVX512 = p.fma, p.av
+		for _, k := range append(rangeInts(71), 333, 1024) {
+			var a, b [4][]float64
+			for r := range 4 {
+				a[r], b[r] = make([]float64, k+r), make([]float64, k+3)
+				for t := range a[r] {
+					a[r][t] = rng.NormFloat64() * math.Exp2(float64(rng.IntN(20)-10))
+				}
+				for t := range b[r] {
+					b[r][t] = rng.NormFloat64()
+				}
+			}
+			var out [16]float64
+			aa, bb := a, b
+			dotBlock(&aa, &bb, k, &out)
+			for r := range 4 {
+				for c := range 4 {
+					exact, mag := new(big.Float).SetPrec(2000), 0.0
+					for t := range k {
+						exact.Add(exact, new(big.Float).SetPrec(2000).Mul(big.NewFloat(a[r][t]), big.NewFloat(b[c][t])))
+						mag += math.Abs(a[r][t] * b[c][t])
+					}
+					want, _ := exact.Float64()
+					if d := math.Abs(out[4*r+c] - want); d > 4*float64(k+1)*0x1p-53*mag {
+						t.Fatalf("%s k=%d [%d][%d]: got %g, exact %g (|Δ| %g, Σ|ab| %g)", p.name, k, r, c, out[4*r+c], want, d, mag)
+					}
+				}
+			}
+		}
+	}
+}
+
+func rangeInts(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// BenchmarkDotBlock times the block kernel's paths on a Cholesky-sized row
+// (GFLOP/s: 32 flops per k per call).
+func BenchmarkDotBlock(b *testing.B) {
+	saveFMA, saveAVX := dotBlockHasFMA, dotBlockHasAVX512
+	defer func() { dotBlockHasFMA, dotBlockHasAVX512 = saveFMA, saveAVX }()
+	const k = 384
+	var a, c [4][]float64
+	for r := range 4 {
+		a[r], c[r] = make([]float64, k), make([]float64, k)
+		for t := range k {
+			a[r][t], c[r][t] = float64(t%7)-3, float64(t%5)-2
+		}
+	}
+	for _, p := range []struct {
+		name    string
+		fma, av bool
+		has     bool
+	}{{"go", false, false, true}, {"avx2-fma", true, false, saveFMA}, {"avx512", true, true, saveAVX}} {
+		if !p.has {
+			continue
+		}
+		b.Run(p.name, func(b *testing.B) {
+			dotBlockHasFMA, dotBlockHasAVX512 = p.fma, p.av
+			var out [16]float64
+			for range b.N {
+				aa, cc := a, c
+				dotBlock(&aa, &cc, k, &out)
+			}
+			b.ReportMetric(32*k*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
