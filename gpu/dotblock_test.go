@@ -104,3 +104,48 @@ func BenchmarkDotBlock(b *testing.B) {
 		})
 	}
 }
+
+// TestSqDistAccPaths checks every path of sqDistAcc this CPU has against
+// the Go loop, to the bit, on every length up to 40 (every tail).
+func TestSqDistAccPaths(t *testing.T) {
+	save512, save2 := sqDistHasAVX512, sqDistHasAVX2
+	defer func() { sqDistHasAVX512, sqDistHasAVX2 = save512, save2 }()
+	rng := rand.New(rand.NewPCG(8, 1))
+	for n := range 41 {
+		src, base := make([]float64, n+3), make([]float64, n)
+		for j := range src {
+			src[j] = rng.NormFloat64() * 3
+		}
+		for j := range base {
+			base[j] = rng.Float64()
+		}
+		c, w := rng.NormFloat64(), rng.Float64()*5
+		sqDistHasAVX512, sqDistHasAVX2 = false, false
+		want := append([]float64(nil), base...)
+		sqDistAcc(want, src, c, w)
+		for j := range want {
+			tt := src[j] - c
+			if x := base[j] + tt*tt*w; math.Float64bits(x) != math.Float64bits(want[j]) {
+				t.Fatalf("go n=%d [%d]: %v, want %v", n, j, want[j], x)
+			}
+		}
+		for _, p := range []struct {
+			name      string
+			av512, av bool
+			has       bool
+		}{{"avx2", false, true, save2}, {"avx512", true, true, save512}} {
+			if !p.has {
+				t.Logf("%s: this CPU lacks it, skipped", p.name)
+				continue
+			}
+			sqDistHasAVX512, sqDistHasAVX2 = p.av512, p.av
+			got := append([]float64(nil), base...)
+			sqDistAcc(got, src, c, w)
+			for j := range got {
+				if math.Float64bits(got[j]) != math.Float64bits(want[j]) {
+					t.Fatalf("%s n=%d [%d]: %v, Go %v", p.name, n, j, got[j], want[j])
+				}
+			}
+		}
+	}
+}

@@ -47,7 +47,16 @@ const (
 // or ctx has ended. The value costs the Cholesky factorisation; the gradient
 // costs about twice that again (K⁻¹ in full), so a line search that rejects
 // a trial point never pays for it.
-func gpValue(ctx context.Context, z []float64, m, f int, y, theta []float64) (float64, func() ([]float64, bool), bool) {
+//
+// w holds the m×m buffers between calls (nil: fresh ones): the gradient
+// function is then valid until the next call with the same w, which the
+// line search's order (a kept point's gradient before the next trial)
+// keeps. A search at 800 rows allocated and cleared four 5 MB matrices per
+// evaluation.
+func gpValue(ctx context.Context, z []float64, m, f int, y, theta []float64, w *gpWork) (float64, func() ([]float64, bool), bool) {
+	if w == nil {
+		w = &gpWork{}
+	}
 	inv2 := make([]float64, f)
 	for d := range f {
 		e := math.Exp(theta[d])
@@ -58,23 +67,26 @@ func gpValue(ctx context.Context, z []float64, m, f int, y, theta []float64) (fl
 	// The lower triangles only: the Cholesky factorisation and the gradient
 	// read no other entry (K is symmetric), and the mirror images were
 	// writes down columns, one cache line each.
-	k := make([]float64, m*m)
-	ks := make([]float64, m*m) // signal part, kept for the gradient
+	k := grow(&w.k, m*m)
+	ks := grow(&w.ks, m*m) // signal part, kept for the gradient
 	// Row i's lower half in one piece: squared distances, then their
 	// weights in one vector pass (expScaled). Each piece writes only its
 	// rows, so the bits do not depend on cores.
+	// The features stored feature by feature (zt), so that a row's
+	// distances are f vector passes (sqDistAcc), each adding a feature's
+	// term in the order of a loop over the pair's features.
+	zt := grow(&w.zt, f*m)
+	for i := range m {
+		for d := range f {
+			zt[d*m+i] = z[i*f+d]
+		}
+	}
 	parallelFor(ctx, m, 16, func(lo, hi int) {
 		d2 := make([]float64, hi)
 		for i := lo; i < hi; i++ {
-			zi := z[i*f : (i+1)*f]
-			for j := 0; j <= i; j++ {
-				zj := z[j*f : (j+1)*f]
-				var s float64
-				for d := range f {
-					t := zi[d] - zj[d]
-					s += t * t * inv2[d]
-				}
-				d2[j] = s
+			clear(d2[:i+1])
+			for d := range f {
+				sqDistAcc(d2[:i+1], zt[d*m:], z[i*f+d], inv2[d])
 			}
 			e := ks[i*m : i*m+i+1]
 			expScaled(e, d2[:i+1], -0.5, 0)
@@ -98,13 +110,29 @@ func gpValue(ctx context.Context, z []float64, m, f int, y, theta []float64) (fl
 		val += math.Log(k[i*m+i])
 	}
 	val += 0.5 * float64(m) * math.Log(2*math.Pi)
-	return val, func() ([]float64, bool) { return gpGradient(ctx, z, m, f, k, ks, alpha, inv2, sn2) }, true
+	return val, func() ([]float64, bool) { return gpGradient(ctx, z, m, f, k, ks, alpha, inv2, sn2, w) }, true
+}
+
+// gpWork is gpValue's buffers, reused from one evaluation to the next: K and
+// its factor, K's signal part, the features by feature, L⁻¹ and K⁻¹. None
+// needs clearing: each step writes every entry it later reads.
+type gpWork struct {
+	k, ks, zt, xt, inv []float64
+}
+
+// grow returns (*b)[:n], reallocating *b where it is shorter.
+func grow(b *[]float64, n int) []float64 {
+	if cap(*b) < n {
+		*b = make([]float64, n)
+	}
+	return (*b)[:n]
 }
 
 // gpGradient is gpValue's gradient from the Cholesky factor l of K,
 // its signal part ks, α = K⁻¹y and the kernel's 1/ell² and noise.
-func gpGradient(ctx context.Context, z []float64, m, f int, l, ks, alpha, inv2 []float64, sn2 float64) ([]float64, bool) {
-	inv := invFull(ctx, invLowerT(ctx, l, m), m)
+func gpGradient(ctx context.Context, z []float64, m, f int, l, ks, alpha, inv2 []float64, sn2 float64, w *gpWork) ([]float64, bool) {
+	xt := invLowerTInto(ctx, l, m, grow(&w.xt, m*m))
+	inv := invFullInto(ctx, xt, m, grow(&w.inv, m*m))
 	if ctx.Err() != nil {
 		return nil, false
 	}
@@ -231,8 +259,9 @@ func sampleRows(z []float64, n, f int, y []float64, maxRows int) (zs, ys []float
 // of at most maxRows rows and returns the final objective.
 func fitGPTheta(ctx context.Context, z []float64, n, f int, y []float64, maxRows, iters int, theta []float64) (float64, bool) {
 	zs, ys, m := sampleRows(z, n, f, y, maxRows)
+	w := &gpWork{}
 	return lbfgs(ctx, func(t []float64) (float64, func() ([]float64, bool), bool) {
-		return gpValue(ctx, zs, m, f, ys, t)
+		return gpValue(ctx, zs, m, f, ys, t, w)
 	}, theta, iters, func(t []float64) { clampTheta(t, f) }, nil)
 }
 
@@ -269,13 +298,14 @@ func spreadSampleSeed(n, k int, seed uint64) []int {
 // Once ctx ends the search stops where it is; the caller checks ctx.
 func fitGPIso(ctx context.Context, z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 	zs, ys, m := sampleRows(z, n, f, y, c.rows)
+	w := &gpWork{}
 	obj := func(t []float64) (float64, func() ([]float64, bool), bool) {
 		full := make([]float64, f+2)
 		for d := range f {
 			full[d] = t[0]
 		}
 		full[f], full[f+1] = t[1], t[2]
-		val, grad, ok := gpValue(ctx, zs, m, f, ys, full)
+		val, grad, ok := gpValue(ctx, zs, m, f, ys, full, w)
 		if !ok {
 			return 0, nil, false
 		}

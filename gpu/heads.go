@@ -416,7 +416,9 @@ func knnMean(d2, v []float64, k, skip int) float64 {
 			}
 			continue
 		}
-		if !less(j, h[0]) {
+		// Most rows are farther than the k-th so far: reject them on the
+		// top's distance alone, without the closure's call.
+		if top := d2[h[0]]; d2[j] > top || d2[j] == top && j > h[0] {
 			continue
 		}
 		h[0] = j

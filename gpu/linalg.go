@@ -117,7 +117,13 @@ func cholSolve(l []float64, n int, b []float64) []float64 {
 // triangle within the tile is finished in order. Once ctx ends the result
 // is incomplete: callers check ctx before using it.
 func invLowerT(ctx context.Context, l []float64, n int) []float64 {
-	xt := make([]float64, n*n)
+	return invLowerTInto(ctx, l, n, make([]float64, n*n))
+}
+
+// invLowerTInto is invLowerT into xt (n×n), whose entries left of each
+// row's tile (columns before 4⌊j/4⌋ in row j) it neither reads nor writes:
+// they stay as they were.
+func invLowerTInto(ctx context.Context, l []float64, n int, xt []float64) []float64 {
 	parallelFor(ctx, (n+3)/4, 1, func(lo, hi int) {
 		for ct := lo; ct < hi; ct++ {
 			invLowerTile(l, n, xt, 4*ct)
@@ -127,10 +133,13 @@ func invLowerT(ctx context.Context, l []float64, n int) []float64 {
 }
 
 // invLowerTile solves columns c0…c0+3 (those below n) of L⁻¹ into rows
-// c0…c0+3 of xt, which hold zeros on entry.
+// c0…c0+3 of xt from column c0 on (zero above the diagonal).
 func invLowerTile(l []float64, n int, xt []float64, c0 int) {
 	var ra, rb [4][]float64
 	var out [16]float64
+	for c := c0; c < min(c0+4, n); c++ {
+		clear(xt[c*n+c0 : c*n+c])
+	}
 	for i0 := c0; i0 < n; i0 += 4 {
 		// Column c of L⁻¹ is zero above c, so the sums of every column in
 		// the tile may start at c0.
@@ -245,12 +254,17 @@ func invDiag(xt []float64, n int) []float64 {
 
 // invFull returns the lower triangle (diagonal included) of (L·Lᵀ)⁻¹ =
 // L⁻ᵀL⁻¹, row-major, the strict upper triangle zero, from xt (invLowerT's
-// rows, zero left of the diagonal): entry (a, b), b ≤ a, is the dot of rows
-// a and b of xt from a on, 4×4 at a time (dotBlock). The GP gradient reads
-// the lower triangle only (K⁻¹ is symmetric). Once ctx ends the result is
-// incomplete: callers check ctx before using it.
+// rows; row j is read from column 4⌊j/4⌋ on): entry (a, b), b ≤ a, is the
+// dot of rows a and b of xt from a on, 4×4 at a time (dotBlock). The GP
+// gradient reads the lower triangle only (K⁻¹ is symmetric). Once ctx ends
+// the result is incomplete: callers check ctx before using it.
 func invFull(ctx context.Context, xt []float64, n int) []float64 {
-	inv := make([]float64, n*n)
+	return invFullInto(ctx, xt, n, make([]float64, n*n))
+}
+
+// invFullInto is invFull into inv (n×n), whose strict upper triangle it
+// leaves as it was.
+func invFullInto(ctx context.Context, xt []float64, n int, inv []float64) []float64 {
 	parallelFor(ctx, (n+3)/4, 1, func(lo, hi int) {
 		var ra, rb [4][]float64
 		var out [16]float64

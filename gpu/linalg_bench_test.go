@@ -56,7 +56,7 @@ func BenchmarkLinalg(b *testing.B) {
 		b.Run(fmt.Sprintf("gpValueGrad/m=%d", m), func(b *testing.B) {
 			c0 := cpuSeconds()
 			for range b.N {
-				_, grad, ok := gpValue(context.Background(), z, m, 8, y, theta)
+				_, grad, ok := gpValue(context.Background(), z, m, 8, y, theta, nil)
 				if !ok {
 					b.Fatal("gpValue failed")
 				}
