@@ -4,12 +4,14 @@ package gpu
 // the 4×4 block of dot products out[4r+c] = Σ_{t<k} a[r][t]·b[c][t]. Four
 // rows against four share every load, and sixteen independent sums (FMA in
 // the vector paths) keep the multiply-add units busy instead of waiting on
-// one running sum's latency, as dot4 does to keep dot's bits.
+// one running sum's latency (the dot4 kernel it replaced kept one per
+// product, in dot's lane order, for dot's bits).
 //
 // The sums' order depends on the path (AVX-512: eight lanes, AVX2: four,
-// Go: four without FMA), so results differ between machines by rounding
-// only: TestDotBlockPaths bounds each path against an exact sum. Within
-// one machine the path is fixed, so the bits do not depend on cores.
+// Go: one running sum per product, no FMA), so results differ between
+// machines by rounding only: TestDotBlockPaths bounds each path against an
+// exact sum. Within one machine the path is fixed, so the bits do not
+// depend on cores.
 func dotBlock(a, b *[4][]float64, k int, out *[16]float64) {
 	for r := range 4 {
 		a[r] = a[r][:k]

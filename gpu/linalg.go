@@ -135,89 +135,60 @@ func invLowerTInto(ctx context.Context, l []float64, n int, xt []float64) []floa
 // invLowerTile solves columns c0…c0+3 (those below n) of L⁻¹ into rows
 // c0…c0+3 of xt from column c0 on (zero above the diagonal).
 func invLowerTile(l []float64, n int, xt []float64, c0 int) {
+	var c [4]int
+	var x [4][]float64
+	for q := range 4 {
+		c[q] = min(c0+q, n-1)
+		x[q] = xt[c[q]*n : (c[q]+1)*n]
+	}
+	invLowerCols(l, n, c, &x)
+}
+
+// invLowerCols solves columns c[0] ≤ c[1] ≤ c[2] ≤ c[3] of L⁻¹ into x[0…3]
+// (length n each) from c[0] on: entries from c[0] to c[q] are set to zero.
+// It sweeps the rows four at a time: the products with the rows already
+// solved are one dotBlock (column c[q]'s zeros before c[q] only add zeros),
+// the 4×4 triangle within the rows is finished in order. A column repeated
+// (c[q] = c[q−1]) is solved once, into x[q−1]: x[q] is not written.
+func invLowerCols(l []float64, n int, c [4]int, x *[4][]float64) {
+	c0 := c[0]
+	var solve [4]bool
+	for q := range 4 {
+		solve[q] = q == 0 || c[q] != c[q-1]
+		if solve[q] {
+			clear(x[q][c0:c[q]])
+		}
+	}
 	var ra, rb [4][]float64
 	var out [16]float64
-	for c := c0; c < min(c0+4, n); c++ {
-		clear(xt[c*n+c0 : c*n+c])
-	}
 	for i0 := c0; i0 < n; i0 += 4 {
-		// Column c of L⁻¹ is zero above c, so the sums of every column in
-		// the tile may start at c0.
 		if k := i0 - c0; k > 0 {
 			for q := range 4 {
 				ra[q] = l[min(i0+q, n-1)*n+c0:]
-				rb[q] = xt[min(c0+q, n-1)*n+c0:]
+				rb[q] = x[q][c0:]
 			}
 			dotBlock(&ra, &rb, k, &out)
 		}
 		for r := 0; r < 4 && i0+r < n; r++ {
 			i := i0 + r
 			li := l[i*n:]
-			for q := 0; q < 4 && c0+q < n; q++ {
-				c := c0 + q
-				x := xt[c*n:]
+			for q := range 4 {
+				cq, xq := c[q], x[q]
 				switch {
-				case i < c:
-				case i == c:
-					x[c] = 1 / li[i]
+				case !solve[q] || i < cq:
+				case i == cq:
+					xq[i] = 1 / li[i]
 				default:
 					var s float64
 					if i0 > c0 {
 						s = out[4*r+q]
 					}
-					for t := max(i0, c); t < i; t++ {
-						s += li[t] * x[t]
+					for t := max(i0, cq); t < i; t++ {
+						s += li[t] * xq[t]
 					}
-					x[i] = -s / li[i]
+					xq[i] = -s / li[i]
 				}
 			}
-		}
-	}
-}
-
-// invLowerCol solves column j of L⁻¹ into row j of xt.
-func invLowerCol(l []float64, n int, xt []float64, j int) {
-	invLowerColInto(l, n, xt[j*n:(j+1)*n], j)
-}
-
-// invLowerColInto solves column j of L⁻¹ into x[j:] (x[:j] is not read).
-func invLowerColInto(l []float64, n int, x []float64, j int) {
-	x[j] = 1 / l[j*n+j]
-	for i := j + 1; i < n; i++ {
-		ri := l[i*n:]
-		x[i] = -dot(ri[j:i], x[j:i]) / ri[i]
-	}
-}
-
-// invLowerT4 solves columns c, c+4, c+8 and c+12 of L⁻¹ together into
-// x0…x3 (length n, zero from c on: zeroed by the caller), each
-// bit-identical to invLowerCol's: every row of L is loaded once for the
-// four dot products (dot4). Column c+4k's sums start at c instead of
-// c+4k; its entries there are zero, so
-// the extra products only add zeros to sums that are still +0, and since
-// the start moved by a multiple of 4, every other product falls in the
-// same running sum, in the same order, as dot's from c+4k.
-func invLowerT4(l []float64, n, c int, x0, x1, x2, x3 []float64) {
-	x0[c] = 1 / l[c*n+c]
-	for i := c + 1; i < n; i++ {
-		ri := l[i*n:]
-		d0, d1, d2, d3 := dot4(ri[c:i], x0[c:i], x1[c:i], x2[c:i], x3[c:i])
-		x0[i] = -d0 / ri[i]
-		switch {
-		case i > c+12:
-			x1[i], x2[i], x3[i] = -d1/ri[i], -d2/ri[i], -d3/ri[i]
-		case i > c+8:
-			x1[i], x2[i] = -d1/ri[i], -d2/ri[i]
-			if i == c+12 {
-				x3[i] = 1 / ri[i]
-			}
-		case i > c+4:
-			x1[i] = -d1 / ri[i]
-			if i == c+8 {
-				x2[i] = 1 / ri[i]
-			}
-		case i == c+4:
-			x1[i] = 1 / ri[i]
 		}
 	}
 }
@@ -240,16 +211,6 @@ func gram(x []float64, n, w int) []float64 {
 		}
 	}
 	return g
-}
-
-// invDiag returns diag((L·Lᵀ)⁻¹): the squared norms of the columns of L⁻¹.
-func invDiag(xt []float64, n int) []float64 {
-	d := make([]float64, n)
-	for j := range n {
-		c := xt[j*n+j : j*n+n]
-		d[j] = dot(c, c)
-	}
-	return d
 }
 
 // invFull returns the lower triangle (diagonal included) of (L·Lᵀ)⁻¹ =

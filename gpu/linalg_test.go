@@ -261,3 +261,18 @@ func TestInvIntoReusedBuffers(t *testing.T) {
 		}
 	}
 }
+
+// invLowerCol solves column j of L⁻¹ into row j of xt: forward
+// substitution column by column, the blocked solves' twin.
+func invLowerCol(l []float64, n int, xt []float64, j int) {
+	invLowerColInto(l, n, xt[j*n:(j+1)*n], j)
+}
+
+// invLowerColInto solves column j of L⁻¹ into x[j:] (x[:j] is not read).
+func invLowerColInto(l []float64, n int, x []float64, j int) {
+	x[j] = 1 / l[j*n+j]
+	for i := j + 1; i < n; i++ {
+		ri := l[i*n:]
+		x[i] = -dot(ri[j:i], x[j:i]) / ri[i]
+	}
+}
