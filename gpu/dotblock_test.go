@@ -105,8 +105,9 @@ func BenchmarkDotBlock(b *testing.B) {
 	}
 }
 
-// TestSqDistAccPaths checks every path of sqDistAcc this CPU has against
-// the Go loop, to the bit, on every length up to 40 (every tail).
+// TestSqDistAccPaths checks every path of sqDistAcc and sqDistScaledAcc
+// this CPU has against the Go loops, to the bit, on every length up to 40
+// (every tail).
 func TestSqDistAccPaths(t *testing.T) {
 	save512, save2 := sqDistHasAVX512, sqDistHasAVX2
 	defer func() { sqDistHasAVX512, sqDistHasAVX2 = save512, save2 }()
@@ -123,10 +124,16 @@ func TestSqDistAccPaths(t *testing.T) {
 		sqDistHasAVX512, sqDistHasAVX2 = false, false
 		want := append([]float64(nil), base...)
 		sqDistAcc(want, src, c, w)
+		wantS := append([]float64(nil), base...)
+		sqDistScaledAcc(wantS, src, c, w)
 		for j := range want {
 			tt := src[j] - c
 			if x := base[j] + tt*tt*w; math.Float64bits(x) != math.Float64bits(want[j]) {
 				t.Fatalf("go n=%d [%d]: %v, want %v", n, j, want[j], x)
+			}
+			ts := (src[j] - c) * w
+			if x := base[j] + ts*ts; math.Float64bits(x) != math.Float64bits(wantS[j]) {
+				t.Fatalf("go scaled n=%d [%d]: %v, want %v", n, j, wantS[j], x)
 			}
 		}
 		for _, p := range []struct {
@@ -141,9 +148,14 @@ func TestSqDistAccPaths(t *testing.T) {
 			sqDistHasAVX512, sqDistHasAVX2 = p.av512, p.av
 			got := append([]float64(nil), base...)
 			sqDistAcc(got, src, c, w)
+			gotS := append([]float64(nil), base...)
+			sqDistScaledAcc(gotS, src, c, w)
 			for j := range got {
 				if math.Float64bits(got[j]) != math.Float64bits(want[j]) {
 					t.Fatalf("%s n=%d [%d]: %v, Go %v", p.name, n, j, got[j], want[j])
+				}
+				if math.Float64bits(gotS[j]) != math.Float64bits(wantS[j]) {
+					t.Fatalf("%s scaled n=%d [%d]: %v, Go %v", p.name, n, j, gotS[j], wantS[j])
 				}
 			}
 		}

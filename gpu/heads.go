@@ -52,14 +52,21 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 		}
 		m := len(rows)
 		k := make([]float64, m*m)
+		// The expert's rows feature by feature: a row's distances are f
+		// vector passes (sqDistScaledAcc), sqDist's bits.
+		zr := make([]float64, m*f)
+		for a, i := range rows {
+			copy(zr[a*f:(a+1)*f], z[i*f:(i+1)*f])
+		}
+		zt := transpose(zr, m, f)
 		jitter := 0.0
 		for {
 			if err := parallelFor(ctx, m, 16, func(lo, hi int) {
 				d2 := make([]float64, hi)
 				for a := lo; a < hi; a++ {
-					za := z[rows[a]*f : (rows[a]+1)*f]
-					for b := 0; b <= a; b++ {
-						d2[b] = sqDist(za, z[rows[b]*f:(rows[b]+1)*f], inv)
+					clear(d2[:a+1])
+					for d, w := range inv {
+						sqDistScaledAcc(d2[:a+1], zt[d*m:], zr[a*f+d], w)
 					}
 					ka := k[a*m : a*m+a+1]
 					expScaled(ka, d2[:a+1], -0.5, 0)
@@ -113,15 +120,16 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 		copy(res.loo, own)
 		return res, nil
 	}
+	zt := transpose(z, n, f)
 	err := parallelFor(ctx, n, 32, func(lo, hi int) {
 		d2, w := make([]float64, n), make([]float64, n)
 		for i := lo; i < hi; i++ {
 			if score != nil && !score[i] {
 				continue
 			}
-			zi := z[i*f : (i+1)*f]
-			for j := range n {
-				d2[j] = sqDist(zi, z[j*f:(j+1)*f], inv)
+			clear(d2)
+			for d, wd := range inv {
+				sqDistScaledAcc(d2, zt[d*n:], z[i*f+d], wd)
 			}
 			expScaled(w, d2, -0.5, 0)
 			s := own[i] / float64(nc)

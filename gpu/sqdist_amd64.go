@@ -16,3 +16,9 @@ func sqDistAccAVX512(dst, src *float64, n int, c, w float64)
 
 //go:noescape
 func sqDistAccAVX2(dst, src *float64, n int, c, w float64)
+
+//go:noescape
+func sqDistScaledAccAVX512(dst, src *float64, n int, c, w float64)
+
+//go:noescape
+func sqDistScaledAccAVX2(dst, src *float64, n int, c, w float64)

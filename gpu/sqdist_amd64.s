@@ -70,3 +70,72 @@ loop4:
 	JNZ     loop4
 	VZEROUPPER
 	RET
+
+// func sqDistScaledAccAVX512(dst, src *float64, n int, c, w float64)
+// dst[j] += ((src[j]-c)·w)·((src[j]-c)·w) for j < n (n positive), eight lanes
+// a step, the last n mod 8 through masked loads and stores; multiplies and
+// adds as Go does them (no FMA), so every entry is the Go loop's.
+TEXT ·sqDistScaledAccAVX512(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSD c+24(FP), Z1
+	VBROADCASTSD w+32(FP), Z2
+	XORQ         AX, AX
+	MOVQ         CX, BX
+	ANDQ         $7, CX
+	SUBQ         CX, BX
+	JZ           stail
+
+sloop:
+	VMOVUPD (SI)(AX*1), Z3
+	VSUBPD  Z1, Z3, Z3
+	VMULPD  Z2, Z3, Z3
+	VMULPD  Z3, Z3, Z3
+	VADDPD  (DI)(AX*1), Z3, Z3
+	VMOVUPD Z3, (DI)(AX*1)
+	ADDQ    $64, AX
+	SUBQ    $8, BX
+	JNZ     sloop
+
+stail:
+	TESTQ     CX, CX
+	JZ        sdone
+	MOVQ      $1, BX
+	SHLQ      CX, BX
+	DECQ      BX
+	KMOVW     BX, K1
+	VMOVUPD.Z (SI)(AX*1), K1, Z3
+	VMOVUPD.Z (DI)(AX*1), K1, Z4
+	VSUBPD    Z1, Z3, Z3
+	VMULPD    Z2, Z3, Z3
+	VMULPD    Z3, Z3, Z3
+	VADDPD    Z4, Z3, Z3
+	VMOVUPD   Z3, K1, (DI)(AX*1)
+
+sdone:
+	VZEROUPPER
+	RET
+
+// func sqDistScaledAccAVX2(dst, src *float64, n int, c, w float64)
+// As sqDistScaledAccAVX512 for n a positive multiple of 4, four lanes a step.
+TEXT ·sqDistScaledAccAVX2(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSD c+24(FP), Y1
+	VBROADCASTSD w+32(FP), Y2
+	XORQ         AX, AX
+
+sloop4:
+	VMOVUPD (SI)(AX*1), Y3
+	VSUBPD  Y1, Y3, Y3
+	VMULPD  Y2, Y3, Y3
+	VMULPD  Y3, Y3, Y3
+	VADDPD  (DI)(AX*1), Y3, Y3
+	VMOVUPD Y3, (DI)(AX*1)
+	ADDQ    $32, AX
+	SUBQ    $4, CX
+	JNZ     sloop4
+	VZEROUPPER
+	RET

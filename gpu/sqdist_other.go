@@ -15,3 +15,11 @@ func sqDistAccAVX512(dst, src *float64, n int, c, w float64) {
 func sqDistAccAVX2(dst, src *float64, n int, c, w float64) {
 	panic("sqDistAccAVX2: no vector loop in this build")
 }
+
+func sqDistScaledAccAVX512(dst, src *float64, n int, c, w float64) {
+	panic("sqDistScaledAccAVX512: no vector loop in this build")
+}
+
+func sqDistScaledAccAVX2(dst, src *float64, n int, c, w float64) {
+	panic("sqDistScaledAccAVX2: no vector loop in this build")
+}
