@@ -14,7 +14,7 @@ func TestExpScaledBitIdentical(t *testing.T) {
 	defer func() { expVector512 = save }()
 	for _, v512 := range []bool{false, true} {
 		if v512 && !save {
-			t.Log("avx512: this CPU lacks it, not checked")
+			t.Log("avx512: not in this build or CPU, not checked")
 			continue
 		}
 		expVector512 = v512

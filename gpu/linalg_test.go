@@ -36,7 +36,7 @@ func forDotBlockPaths(t *testing.T, fn func(path string)) {
 		has     bool
 	}{{"go", false, false, true}, {"avx2-fma", true, false, saveFMA}, {"avx512", true, true, saveAVX}} {
 		if !p.has {
-			t.Logf("%s: this CPU lacks it, not checked", p.name)
+			t.Logf("%s: not in this build or CPU, not checked", p.name)
 			continue
 		}
 		dotBlockHasFMA, dotBlockHasAVX512 = p.fma, p.av
