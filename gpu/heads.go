@@ -338,25 +338,27 @@ func knnMean(d2, v []float64, k, skip int) float64 {
 	}
 	less := func(a, b int) bool { return d2[a] < d2[b] || (d2[a] == d2[b] && a < b) }
 	h := make([]int, 0, k)
-	for j := range d2 {
+	j := 0
+	for ; len(h) < k; j++ {
 		if j == skip {
 			continue
 		}
-		if len(h) < k {
-			h = append(h, j)
-			for c := len(h) - 1; c > 0; {
-				p := (c - 1) / 2
-				if !less(h[p], h[c]) {
-					break
-				}
-				h[p], h[c] = h[c], h[p]
-				c = p
+		h = append(h, j)
+		for c := len(h) - 1; c > 0; {
+			p := (c - 1) / 2
+			if !less(h[p], h[c]) {
+				break
 			}
-			continue
+			h[p], h[c] = h[c], h[p]
+			c = p
 		}
-		// Most rows are farther than the k-th so far: reject them on the
-		// top's distance alone, without the closure's call.
-		if top := d2[h[0]]; d2[j] > top || d2[j] == top && j > h[0] {
+	}
+	// Every row in the heap precedes j, so a tie with the top loses
+	// (ties go to the lower row): most rows are rejected by one
+	// comparison with the top's distance, kept in a register.
+	top := d2[h[0]]
+	for ; j < len(d2); j++ {
+		if d2[j] >= top || j == skip {
 			continue
 		}
 		h[0] = j
@@ -374,6 +376,7 @@ func knnMean(d2, v []float64, k, skip int) float64 {
 			h[m], h[c] = h[c], h[m]
 			c = m
 		}
+		top = d2[h[0]]
 	}
 	sort.Ints(h)
 	var s float64
