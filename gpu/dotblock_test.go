@@ -163,3 +163,40 @@ func TestSqDistAccPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestWsqSumPaths bounds wsqSum's paths (AVX-512 where the CPU has it, the
+// Go loop always) against an exact sum on every length up to 40 and a long
+// one, within a few units of rounding of Σ|c|(x−z)².
+func TestWsqSumPaths(t *testing.T) {
+	save := sqDistHasAVX512
+	defer func() { sqDistHasAVX512 = save }()
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, v512 := range []bool{false, true} {
+		if v512 && !save {
+			t.Log("avx512: not in this build or CPU, skipped")
+			continue
+		}
+		sqDistHasAVX512 = v512
+		for _, n := range append(rangeInts(41), 333, 1000) {
+			c, x := make([]float64, n), make([]float64, n+2)
+			for j := range c {
+				c[j] = rng.NormFloat64()
+			}
+			for j := range x {
+				x[j] = rng.NormFloat64() * 2
+			}
+			z := rng.NormFloat64()
+			exact, mag := new(big.Float).SetPrec(2000), 0.0
+			for j := range n {
+				tj := new(big.Float).SetPrec(2000).Sub(big.NewFloat(x[j]), big.NewFloat(z))
+				tj.Mul(tj, tj)
+				exact.Add(exact, tj.Mul(tj, big.NewFloat(c[j])))
+				mag += math.Abs(c[j]) * (x[j] - z) * (x[j] - z)
+			}
+			want, _ := exact.Float64()
+			if got := wsqSum(c, x, z); math.Abs(got-want) > 4*float64(n+2)*0x1p-53*mag {
+				t.Fatalf("avx512=%v n=%d: %v, exact %v (Σ|c|(x−z)² %v)", v512, n, got, want, mag)
+			}
+		}
+	}
+}

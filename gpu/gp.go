@@ -144,23 +144,27 @@ func gpGradient(ctx context.Context, z []float64, m, f int, l, ks, alpha, inv2 [
 	const gradRows = 16
 	pieces := (m + gradRows - 1) / gradRows
 	part := make([]float64, pieces*(f+2))
+	// Row i's weights c_j = 2·W_ij·Ks_ij over j < i first, then each
+	// feature's Σ_j c_j (z_id − z_jd)² over the features stored feature by
+	// feature (wsqSum, vector FMA sums on AVX-512).
+	zt := w.zt[:f*m]
 	parallelFor(ctx, m, gradRows, func(lo, hi int) {
 		g := part[lo/gradRows*(f+2) : (lo/gradRows+1)*(f+2)]
 		gd := g[:f]
+		c := make([]float64, hi)
 		for i := lo; i < hi; i++ {
-			zi := z[i*f : (i+1)*f]
-			for j := 0; j < i; j++ {
-				c := 2 * (inv[i*m+j] - alpha[i]*alpha[j]) * ks[i*m+j]
-				g[f] += c
-				zj := z[j*f : (j+1)*f]
-				for d := range f {
-					t := zi[d] - zj[d]
-					gd[d] += c * t * t
-				}
+			ci := c[:i]
+			invi, ksi, ai := inv[i*m:i*m+i], ks[i*m:i*m+i], alpha[i]
+			for j := range ci {
+				ci[j] = 2 * (invi[j] - ai*alpha[j]) * ksi[j]
+				g[f] += ci[j]
 			}
-			w := inv[i*m+i] - alpha[i]*alpha[i]
-			g[f] += w * ks[i*m+i]
-			g[f+1] += w * sn2
+			for d := range f {
+				gd[d] += wsqSum(ci, zt[d*m:], z[i*f+d])
+			}
+			wi := inv[i*m+i] - alpha[i]*alpha[i]
+			g[f] += wi * ks[i*m+i]
+			g[f+1] += wi * sn2
 		}
 	})
 	if ctx.Err() != nil {

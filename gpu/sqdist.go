@@ -59,3 +59,33 @@ func transpose(z []float64, n, f int) []float64 {
 	}
 	return zt
 }
+
+// wsqSum is Σ_j c[j]·(x[j]−z)² over j < len(c): one feature's share of the
+// GP gradient for one row, the weights c over the rows before it. The
+// AVX-512 path sums in eight-lane FMA pairs, the Go loop in four running
+// sums, so the two differ by rounding (TestWsqSumPaths bounds both against
+// an exact sum).
+func wsqSum(c, x []float64, z float64) float64 {
+	n := len(c)
+	if n == 0 {
+		return 0
+	}
+	x = x[:n]
+	if sqDistHasAVX512 {
+		return wsqSumAVX512(&c[0], &x[0], n, z)
+	}
+	var s0, s1, s2, s3 float64
+	j := 0
+	for ; j+4 <= n; j += 4 {
+		t0, t1, t2, t3 := x[j]-z, x[j+1]-z, x[j+2]-z, x[j+3]-z
+		s0 += c[j] * (t0 * t0)
+		s1 += c[j+1] * (t1 * t1)
+		s2 += c[j+2] * (t2 * t2)
+		s3 += c[j+3] * (t3 * t3)
+	}
+	for ; j < n; j++ {
+		t := x[j] - z
+		s0 += c[j] * (t * t)
+	}
+	return (s0 + s1) + (s2 + s3)
+}

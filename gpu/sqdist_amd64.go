@@ -22,3 +22,9 @@ func sqDistScaledAccAVX512(dst, src *float64, n int, c, w float64)
 
 //go:noescape
 func sqDistScaledAccAVX2(dst, src *float64, n int, c, w float64)
+
+// wsqSumAVX512 is Σ_{j<n} c[j]·(x[j]−z)² in eight-lane FMA sums (n
+// positive).
+//
+//go:noescape
+func wsqSumAVX512(c, x *float64, n int, z float64) float64

@@ -23,3 +23,7 @@ func sqDistScaledAccAVX512(dst, src *float64, n int, c, w float64) {
 func sqDistScaledAccAVX2(dst, src *float64, n int, c, w float64) {
 	panic("sqDistScaledAccAVX2: no vector loop in this build")
 }
+
+func wsqSumAVX512(c, x *float64, n int, z float64) float64 {
+	panic("wsqSumAVX512: no vector loop in this build")
+}
