@@ -276,3 +276,25 @@ func invLowerColInto(l []float64, n int, x []float64, j int) {
 		x[i] = -dot(ri[j:i], x[j:i]) / ri[i]
 	}
 }
+
+// cholSolve solves (L·Lᵀ)x = b: A·x = b to rounding, on sizes around the
+// tile and block edges.
+func TestCholSolve(t *testing.T) {
+	for _, n := range []int{1, 2, 5, 33, 100} {
+		a := spd(n, uint64(n)+40)
+		orig := append([]float64(nil), a...)
+		if err := cholesky(context.Background(), a, n); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]float64, n)
+		for i := range b {
+			b[i] = math.Sin(float64(i)) + 0.5
+		}
+		x := cholSolve(a, n, b)
+		for i := range n {
+			if r := dot(orig[i*n:(i+1)*n], x) - b[i]; math.Abs(r) > 1e-9 {
+				t.Fatalf("n=%d: (A·x − b)[%d] = %v", n, i, r)
+			}
+		}
+	}
+}
