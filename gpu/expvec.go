@@ -15,16 +15,22 @@ var expTable = [...][4]float64{
 func lanes4(v float64) [4]float64 { return [4]float64{v, v, v, v} }
 
 // expScaled sets dst[j] = expNeg(s·(src[j] − off)) for every j of dst (src
-// at least as long), four at a time in AVX2 where the CPU has it: the
-// attention weights of a whole row of keys at once. The vector path gives
-// expScaledGo's bits (TestExpScaledBitIdentical).
+// at least as long), eight at a time in AVX-512 or four in AVX2 where the
+// CPU has them: the attention weights of a whole row of keys at once. The
+// vector paths give expScaledGo's bits (TestExpScaledBitIdentical).
 func expScaled(dst, src []float64, s, off float64) {
 	src = src[:len(dst)]
 	n := 0
-	if expVector {
-		n = len(dst) &^ 3
+	if expVector512 {
+		n = len(dst) &^ 7
 		if n > 0 {
-			expScaledAsm(&dst[0], &src[0], n, s, off, &expTable)
+			expScaledAVX512(&dst[0], &src[0], n, s, off, &expTable)
+		}
+	}
+	if expVector {
+		if m := (len(dst) - n) &^ 3; m > 0 {
+			expScaledAsm(&dst[n], &src[n], m, s, off, &expTable)
+			n += m
 		}
 	}
 	expScaledGo(dst[n:], src[n:], s, off)

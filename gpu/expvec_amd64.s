@@ -69,3 +69,77 @@ loop:
 	JNZ       loop
 	VZEROUPPER
 	RET
+
+// func expScaledAVX512(dst, src *float64, n int, s, off float64, table *[14][4]float64)
+// expScaledAsm in eight lanes (n a positive multiple of 8), the same
+// operations in the same order: VRNDSCALEPD $1 is VROUNDPD $1's floor, and
+// the lanes below −708 are zeroed through a mask register.
+TEXT ·expScaledAVX512(SB), NOSPLIT, $0-48
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSD s+24(FP), Z15
+	VBROADCASTSD off+32(FP), Z14
+	MOVQ         table+40(FP), DX
+	VBROADCASTSD 128(DX), Z13     // −708
+	VPXORQ       Z12, Z12, Z12    // 0
+	MOVL         $1023, AX
+	VPBROADCASTD AX, Y11
+	VBROADCASTSD 0(DX), Z16       // log2e
+	VBROADCASTSD 32(DX), Z17      // ½
+	VBROADCASTSD 64(DX), Z18      // ln2Hi
+	VBROADCASTSD 96(DX), Z19      // ln2Lo
+	VBROADCASTSD 160(DX), Z20     // 1/40320
+	VBROADCASTSD 192(DX), Z21
+	VBROADCASTSD 224(DX), Z22
+	VBROADCASTSD 256(DX), Z23
+	VBROADCASTSD 288(DX), Z24
+	VBROADCASTSD 320(DX), Z25
+	VBROADCASTSD 352(DX), Z26
+	VBROADCASTSD 384(DX), Z27
+	VBROADCASTSD 416(DX), Z28
+
+loop512:
+	VMOVUPD     (SI), Z0
+	VSUBPD      Z14, Z0, Z0         // v − off
+	VMULPD      Z15, Z0, Z0         // x = s·(v − off)
+	VCMPPD      $1, Z13, Z0, K1     // x < −708
+	KNOTW       K1, K2
+	VMINPD      Z12, Z0, Z0         // x ≥ 0 → 0
+	VMAXPD      Z13, Z0, Z0         // x < −708 → −708 (masked below)
+	VMULPD      Z16, Z0, Z2         // x·log2e
+	VADDPD      Z17, Z2, Z2         // + ½
+	VRNDSCALEPD $1, Z2, Z2          // k = floor
+	VMULPD      Z18, Z2, Z3         // k·ln2Hi
+	VSUBPD      Z3, Z0, Z3          // x − k·ln2Hi
+	VMULPD      Z19, Z2, Z4         // k·ln2Lo
+	VSUBPD      Z4, Z3, Z3          // r
+	VMULPD      Z3, Z20, Z5
+	VADDPD      Z21, Z5, Z5
+	VMULPD      Z3, Z5, Z5
+	VADDPD      Z22, Z5, Z5
+	VMULPD      Z3, Z5, Z5
+	VADDPD      Z23, Z5, Z5
+	VMULPD      Z3, Z5, Z5
+	VADDPD      Z24, Z5, Z5
+	VMULPD      Z3, Z5, Z5
+	VADDPD      Z25, Z5, Z5
+	VMULPD      Z3, Z5, Z5
+	VADDPD      Z26, Z5, Z5
+	VMULPD      Z3, Z5, Z5
+	VADDPD      Z27, Z5, Z5
+	VMULPD      Z3, Z5, Z5
+	VADDPD      Z28, Z5, Z5
+	VCVTPD2DQ   Z2, Y6              // int32(k)
+	VPADDD      Y11, Y6, Y6         // + 1023
+	VPMOVZXDQ   Y6, Z6
+	VPSLLQ      $52, Z6, Z6         // 2^k
+	VMULPD      Z6, Z5, Z5
+	VMOVAPD.Z   Z5, K2, Z5          // 0 where x < −708
+	VMOVUPD     Z5, (DI)
+	ADDQ        $64, SI
+	ADDQ        $64, DI
+	SUBQ        $8, CX
+	JNZ         loop512
+	VZEROUPPER
+	RET

@@ -6,12 +6,25 @@ import (
 	"testing"
 )
 
-// The vector kernel gives the Go twin's bits on every length (tails
-// included), across the whole range (x ≥ 0, the edge at −708, below it)
-// with offsets, and the twin is expNeg itself.
+// The vector kernels (AVX-512 then AVX2, or AVX2 alone) give the Go twin's
+// bits on every length (tails included), across the whole range (x ≥ 0, the
+// edge at −708, below it) with offsets, and the twin is expNeg itself.
 func TestExpScaledBitIdentical(t *testing.T) {
+	save := expVector512
+	defer func() { expVector512 = save }()
+	for _, v512 := range []bool{false, true} {
+		if v512 && !save {
+			t.Log("avx512: not in this build or CPU, not checked")
+			continue
+		}
+		expVector512 = v512
+		t.Run(map[bool]string{false: "avx2", true: "avx512"}[v512], testExpScaledBits)
+	}
+}
+
+func testExpScaledBits(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{0, 1, 3, 4, 5, 8, 31, 1000} {
+	for _, n := range []int{0, 1, 3, 4, 5, 8, 9, 12, 13, 15, 31, 1000} {
 		src := make([]float64, n)
 		for i := range src {
 			switch i % 5 {
@@ -62,12 +75,20 @@ func BenchmarkExpScaled(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(src)), "ns/exp")
 	})
-	b.Run("vector", func(b *testing.B) {
-		for range b.N {
-			expScaled(dst, src, -0.5, 0)
+	save := expVector512
+	defer func() { expVector512 = save }()
+	for _, v512 := range []bool{false, true} {
+		if v512 && !save {
+			continue
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(src)), "ns/exp")
-	})
+		b.Run(map[bool]string{false: "vector-avx2", true: "vector-avx512"}[v512], func(b *testing.B) {
+			expVector512 = v512
+			for range b.N {
+				expScaled(dst, src, -0.5, 0)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(src)), "ns/exp")
+		})
+	}
 	b.Run("math.Exp", func(b *testing.B) {
 		for range b.N {
 			for j, v := range src {

@@ -52,14 +52,21 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 		}
 		m := len(rows)
 		k := make([]float64, m*m)
+		// The expert's rows feature by feature: a row's distances are f
+		// vector passes (sqDistScaledAcc), sqDist's bits.
+		zr := make([]float64, m*f)
+		for a, i := range rows {
+			copy(zr[a*f:(a+1)*f], z[i*f:(i+1)*f])
+		}
+		zt := transpose(zr, m, f)
 		jitter := 0.0
 		for {
 			if err := parallelFor(ctx, m, 16, func(lo, hi int) {
 				d2 := make([]float64, hi)
 				for a := lo; a < hi; a++ {
-					za := z[rows[a]*f : (rows[a]+1)*f]
-					for b := 0; b <= a; b++ {
-						d2[b] = sqDist(za, z[rows[b]*f:(rows[b]+1)*f], inv)
+					clear(d2[:a+1])
+					for d, w := range inv {
+						sqDistScaledAcc(d2[:a+1], zt[d*m:], zr[a*f+d], w)
 					}
 					ka := k[a*m : a*m+a+1]
 					expScaled(ka, d2[:a+1], -0.5, 0)
@@ -86,9 +93,8 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 			rr[a] = r[i]
 		}
 		al := cholSolve(k, m, rr)
-		// [K⁻¹]_aa = ‖L⁻¹e_a‖²: column a of L⁻¹ by forward substitution
-		// from a, four columns at a time (invLowerT4, the same bits),
-		// then its squares summed from a in order.
+		// [K⁻¹]_aa = ‖L⁻¹e_a‖²: column a of L⁻¹ from a on, its squares
+		// summed from a in order.
 		need := func(a int) bool { return score == nil || score[rows[a]] }
 		loo := func(a int, x []float64) {
 			d := x[a] * x[a]
@@ -103,49 +109,10 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 				needed = append(needed, a)
 			}
 		}
-		if len(needed) < m {
-			// Some rows are scored (a large context): their columns, four
-			// consecutive ones at a time, and no others.
-			for a := range m {
-				res.alpha[rows[a]] = al[a] / float64(nc)
-			}
-			if err := looColumns(ctx, k, m, needed, loo); err != nil {
-				return solveResult{}, err
-			}
-			continue
+		for a := range m {
+			res.alpha[rows[a]] = al[a] / float64(nc)
 		}
-		if err := parallelFor(ctx, m, 16, func(lo, hi int) {
-			var xs [4][]float64
-			for q := range xs {
-				xs[q] = make([]float64, m)
-			}
-			for a := lo; a < hi; a++ {
-				res.alpha[rows[a]] = al[a] / float64(nc)
-			}
-			for c := lo; c < lo+4 && c < hi; c++ {
-				if c+12 < hi {
-					if !need(c) && !need(c+4) && !need(c+8) && !need(c+12) {
-						continue
-					}
-					for q := range xs {
-						clear(xs[q])
-					}
-					invLowerT4(k, m, c, xs[0], xs[1], xs[2], xs[3])
-					for q := range xs {
-						if need(c + 4*q) {
-							loo(c+4*q, xs[q])
-						}
-					}
-					continue
-				}
-				for a := c; a < hi; a += 4 {
-					if need(a) {
-						invLowerColInto(k, m, xs[0], a)
-						loo(a, xs[0])
-					}
-				}
-			}
-		}); err != nil {
+		if err := looColumns(ctx, k, m, needed, loo); err != nil {
 			return solveResult{}, err
 		}
 	}
@@ -153,15 +120,16 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 		copy(res.loo, own)
 		return res, nil
 	}
+	zt := transpose(z, n, f)
 	err := parallelFor(ctx, n, 32, func(lo, hi int) {
 		d2, w := make([]float64, n), make([]float64, n)
 		for i := lo; i < hi; i++ {
 			if score != nil && !score[i] {
 				continue
 			}
-			zi := z[i*f : (i+1)*f]
-			for j := range n {
-				d2[j] = sqDist(zi, z[j*f:(j+1)*f], inv)
+			clear(d2)
+			for d, wd := range inv {
+				sqDistScaledAcc(d2, zt[d*n:], z[i*f+d], wd)
 			}
 			expScaled(w, d2, -0.5, 0)
 			s := own[i] / float64(nc)
@@ -181,10 +149,10 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 }
 
 // looColumns calls loo(a, x) with x column a of L⁻¹ (from a on) for each
-// a in cols (ascending), four at a time (invLowerCols4). It is for a
-// subset of the columns: invLowerT's groups c, c+4, c+8, c+12 solve a whole
-// group for one scored column of it, three quarters of them unused when a
-// fifth of the rows are scored.
+// a in cols (ascending), four at a time from the first of them
+// (invLowerCols, blocked), so a subset of the columns (the scored rows of
+// a large context) costs only its own groups; all of them are invLowerT's
+// tiles.
 func looColumns(ctx context.Context, l []float64, m int, cols []int, loo func(a int, x []float64)) error {
 	groups := (len(cols) + 3) / 4
 	return parallelFor(ctx, groups, 1, func(lo, hi int) {
@@ -197,43 +165,13 @@ func looColumns(ctx context.Context, l []float64, m int, cols []int, loo func(a 
 			var c [4]int
 			for q := range c {
 				c[q] = g[min(q, len(g)-1)]
-				clear(xs[q])
 			}
-			invLowerCols4(l, m, c, xs[0], xs[1], xs[2], xs[3])
+			invLowerCols(l, m, c, &xs)
 			for q, a := range g {
 				loo(a, xs[q])
 			}
 		}
 	})
-}
-
-// invLowerCols4 solves columns c[0] ≤ c[1] ≤ c[2] ≤ c[3] of L⁻¹ into x0…x3
-// (length n, zeroed by the caller) from c[0] on, every row of L loaded once
-// for the four (dot4). A column's entries above its own index are zero, so
-// starting its sums at c[0] adds only zeros; the products fall in other
-// running sums than invLowerColInto's, so the results agree with it to
-// rounding, not to the bit.
-func invLowerCols4(l []float64, n int, c [4]int, x0, x1, x2, x3 []float64) {
-	xs := [4][]float64{x0, x1, x2, x3}
-	c0 := c[0]
-	for q := range xs {
-		if c[q] == c0 {
-			xs[q][c0] = 1 / l[c0*n+c0]
-		}
-	}
-	for i := c0 + 1; i < n; i++ {
-		ri := l[i*n:]
-		var d [4]float64
-		d[0], d[1], d[2], d[3] = dot4(ri[c0:i], x0[c0:i], x1[c0:i], x2[c0:i], x3[c0:i])
-		for q := range xs {
-			switch {
-			case i > c[q]:
-				xs[q][i] = -d[q] / ri[i]
-			case i == c[q]:
-				xs[q][i] = 1 / ri[i]
-			}
-		}
-	}
 }
 
 // initSlack bounds the sorted initialisation: a candidate joins it only if
@@ -400,23 +338,27 @@ func knnMean(d2, v []float64, k, skip int) float64 {
 	}
 	less := func(a, b int) bool { return d2[a] < d2[b] || (d2[a] == d2[b] && a < b) }
 	h := make([]int, 0, k)
-	for j := range d2 {
+	j := 0
+	for ; len(h) < k; j++ {
 		if j == skip {
 			continue
 		}
-		if len(h) < k {
-			h = append(h, j)
-			for c := len(h) - 1; c > 0; {
-				p := (c - 1) / 2
-				if !less(h[p], h[c]) {
-					break
-				}
-				h[p], h[c] = h[c], h[p]
-				c = p
+		h = append(h, j)
+		for c := len(h) - 1; c > 0; {
+			p := (c - 1) / 2
+			if !less(h[p], h[c]) {
+				break
 			}
-			continue
+			h[p], h[c] = h[c], h[p]
+			c = p
 		}
-		if !less(j, h[0]) {
+	}
+	// Every row in the heap precedes j, so a tie with the top loses
+	// (ties go to the lower row): most rows are rejected by one
+	// comparison with the top's distance, kept in a register.
+	top := d2[h[0]]
+	for ; j < len(d2); j++ {
+		if d2[j] >= top || j == skip {
 			continue
 		}
 		h[0] = j
@@ -434,6 +376,7 @@ func knnMean(d2, v []float64, k, skip int) float64 {
 			h[m], h[c] = h[c], h[m]
 			c = m
 		}
+		top = d2[h[0]]
 	}
 	sort.Ints(h)
 	var s float64

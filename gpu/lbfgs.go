@@ -7,8 +7,9 @@ import (
 
 // objective is a function to minimise: its value at x, and a function that
 // returns its gradient there (called only for points the search keeps, since
-// the gradient may cost more than the value). ok is false where it cannot
-// be evaluated.
+// the gradient may cost more than the value), valid until the next call of
+// the objective: lbfgs asks for a kept point's gradient before it tries
+// another. ok is false where it cannot be evaluated.
 type objective func(x []float64) (val float64, grad func() ([]float64, bool), ok bool)
 
 // lbfgsMemory is the curvature L-BFGS has learnt: its last steps s and

@@ -12,81 +12,29 @@ var errNotPositiveDefinite = errors.New("matrix is not positive definite")
 
 // cholesky factors the symmetric positive-definite n×n row-major matrix a in
 // place into its lower factor L (a = L·Lᵀ); the strict upper triangle is left
-// as garbage. It is blocked and right-looking; each block of the trailing
-// update is computed by one goroutine in a fixed order, so the bits do not
-// depend on GOMAXPROCS. It stops with an error wrapping ctx.Err() once ctx
-// ends.
+// as garbage. It is left-looking by 4×4 tiles: tile (i0, c0) of L is a's
+// tile less the products of rows i0… and c0… over every column before c0,
+// one dotBlock (long sums, FMA), then a 4×4 triangular solve (or, on the
+// diagonal, a 4×4 factorisation). Row tiles are done cholBlock rows at a
+// time: the block's own rows in order, then the rows below it in parallel
+// up to the block's last column. Each tile is computed by one goroutine in a
+// fixed order, so the bits do not depend on GOMAXPROCS. It stops with an
+// error wrapping ctx.Err() once ctx ends.
 func cholesky(ctx context.Context, a []float64, n int) error {
-	const nb = 48
-	for k := 0; k < n; k += nb {
-		kb := min(nb, n-k)
-		// Factor the diagonal block.
-		for j := k; j < k+kb; j++ {
-			rj := a[j*n:]
-			d := rj[j] - dot(rj[k:j], rj[k:j])
-			if !(d > 0) || math.IsInf(d, 0) {
+	for j0 := 0; j0 < n; j0 += cholBlock {
+		jb := min(cholBlock, n-j0)
+		for i0 := j0; i0 < j0+jb; i0 += 4 {
+			if !cholRowTile(a, n, i0, j0, i0+4) {
 				return errNotPositiveDefinite
 			}
-			d = math.Sqrt(d)
-			rj[j] = d
-			for i := j + 1; i < k+kb; i++ {
-				ri := a[i*n:]
-				ri[j] = (ri[j] - dot(ri[k:j], rj[k:j])) / d
-			}
 		}
-		rest := n - k - kb
+		rest := n - j0 - jb
 		if rest == 0 {
 			break
 		}
-		// Panel: rows below the block solve against the block's factor.
-		// Four rows at a time share each row of the block's factor (dot4;
-		// a product's operands commute, so the bits are dot's).
-		if err := parallelFor(ctx, rest, 32, func(lo, hi int) {
-			i := k + kb + lo
-			for ; i+4 <= k+kb+hi; i += 4 {
-				r0, r1, r2, r3 := a[i*n:], a[(i+1)*n:], a[(i+2)*n:], a[(i+3)*n:]
-				for j := k; j < k+kb; j++ {
-					rj := a[j*n:]
-					d0, d1, d2, d3 := dot4(rj[k:j], r0[k:j], r1[k:j], r2[k:j], r3[k:j])
-					r0[j], r1[j], r2[j], r3[j] = (r0[j]-d0)/rj[j], (r1[j]-d1)/rj[j], (r2[j]-d2)/rj[j], (r3[j]-d3)/rj[j]
-				}
-			}
-			for ; i < k+kb+hi; i++ {
-				ri := a[i*n:]
-				for j := k; j < k+kb; j++ {
-					rj := a[j*n:]
-					ri[j] = (ri[j] - dot(ri[k:j], rj[k:j])) / rj[j]
-				}
-			}
-		}); err != nil {
-			return err
-		}
-		// Trailing update of the lower triangle, against a contiguous copy of
-		// the panel: row strides of a power-of-two n alias in the cache.
-		panel := make([]float64, rest*kb)
-		for i := range rest {
-			copy(panel[i*kb:(i+1)*kb], a[(k+kb+i)*n+k:(k+kb+i)*n+k+kb])
-		}
-		if err := parallelFor(ctx, rest, 16, func(lo, hi int) {
-			i := lo
-			// Two rows against four panel rows per pass (dot2x4), then
-			// each row's rest; every sum is dot's whichever path.
-			for ; i+1 < hi; i += 2 {
-				r0, r1 := a[(k+kb+i)*n+k+kb:], a[(k+kb+i+1)*n+k+kb:]
-				p0, p1 := panel[i*kb:(i+1)*kb], panel[(i+1)*kb:(i+2)*kb]
-				j := 0
-				for ; j+4 <= i+1; j += 4 {
-					d := dot2x4(p0, p1, panel[j*kb:], panel[(j+1)*kb:], panel[(j+2)*kb:], panel[(j+3)*kb:])
-					for q := range 4 {
-						r0[j+q] -= d[0][q]
-						r1[j+q] -= d[1][q]
-					}
-				}
-				trailingRow(r0, p0, panel, kb, i, j)
-				trailingRow(r1, p1, panel, kb, i+1, j)
-			}
-			for ; i < hi; i++ {
-				trailingRow(a[(k+kb+i)*n+k+kb:], panel[i*kb:(i+1)*kb], panel, kb, i, 0)
+		if err := parallelFor(ctx, (rest+3)/4, 4, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				cholRowTile(a, n, j0+jb+4*t, j0, j0+jb)
 			}
 		}); err != nil {
 			return err
@@ -95,20 +43,58 @@ func cholesky(ctx context.Context, a []float64, n int) error {
 	return nil
 }
 
-// trailingRow subtracts from ri[j] the dot of panel rows i and j, for j
-// from j0 to i.
-func trailingRow(ri, pi, panel []float64, kb, i, j0 int) {
-	j := j0
-	for ; j+4 <= i+1; j += 4 {
-		d0, d1, d2, d3 := dot4(pi, panel[j*kb:], panel[(j+1)*kb:], panel[(j+2)*kb:], panel[(j+3)*kb:])
-		ri[j] -= d0
-		ri[j+1] -= d1
-		ri[j+2] -= d2
-		ri[j+3] -= d3
+// cholBlock is how many rows of cholesky's factor are finished before the
+// rows below catch up with them (a multiple of 4): wide enough that the
+// cores meet rarely, narrow enough that its serial share stays small.
+const cholBlock = 32
+
+// cholRowTile computes columns [c0, min(c1, i0+4)) of rows i0…i0+3 (those
+// below n) of the Cholesky factor, c0 and c1 multiples of 4, from a's entries
+// and the factor's columns before c0 in these rows and its rows above. A
+// tile reaching the diagonal is factored; it reports false where a pivot is
+// not positive. Rows past n are read as row n−1 and dropped.
+func cholRowTile(a []float64, n, i0, c0, c1 int) bool {
+	var ra, rb [4][]float64
+	var out [16]float64
+	for q := range 4 {
+		ra[q] = a[min(i0+q, n-1)*n:]
 	}
-	for ; j <= i; j++ {
-		ri[j] -= dot(pi, panel[j*kb:(j+1)*kb])
+	for c0 := c0; c0 < c1 && c0 <= i0; c0 += 4 {
+		if c0 > 0 {
+			for q := range 4 {
+				rb[q] = a[min(c0+q, n-1)*n:]
+			}
+			ra2 := ra
+			dotBlock(&ra2, &rb, c0, &out)
+		} else {
+			out = [16]float64{}
+		}
+		if c0 < i0 && i0+4 <= n {
+			cholSolveTile(a, n, i0, c0, &out)
+			continue
+		}
+		for r := 0; r < 4 && i0+r < n; r++ {
+			i := i0 + r
+			ri := a[i*n:]
+			for q := 0; q < 4 && c0+q < n && c0+q <= i; q++ {
+				c := c0 + q
+				rc := a[c*n:]
+				s := ri[c] - out[4*r+q]
+				for t := c0; t < c; t++ {
+					s -= ri[t] * rc[t]
+				}
+				if c < i {
+					ri[c] = s / rc[c]
+					continue
+				}
+				if !(s > 0) || math.IsInf(s, 0) {
+					return false
+				}
+				ri[c] = math.Sqrt(s)
+			}
+		}
 	}
+	return true
 }
 
 // cholSolve solves (L·Lᵀ)x = b for x, given the lower factor in l.
@@ -129,70 +115,135 @@ func cholSolve(l []float64, n int, b []float64) []float64 {
 }
 
 // invLowerT returns the columns of L⁻¹ as rows: row j of the result holds
-// column j of L⁻¹ (zero above j). Columns are independent, so they are
-// solved in parallel, four at a time (invLowerT4). Once ctx ends the result
+// column j of L⁻¹ (zero above j). Columns are independent: four at a time
+// (a tile), in parallel, each swept down the rows four at a time, where the
+// products with the rows already solved are one dotBlock and the 4×4
+// triangle within the tile is finished in order. Once ctx ends the result
 // is incomplete: callers check ctx before using it.
 func invLowerT(ctx context.Context, l []float64, n int) []float64 {
-	xt := make([]float64, n*n)
-	// Pieces of 16 columns: four groups c, c+4, c+8, c+12.
-	parallelFor(ctx, n, 16, func(lo, hi int) {
-		for c := lo; c < lo+4 && c < hi; c++ {
-			if c+12 < hi {
-				invLowerT4(l, n, c, xt[c*n:(c+1)*n], xt[(c+4)*n:(c+5)*n], xt[(c+8)*n:(c+9)*n], xt[(c+12)*n:(c+13)*n])
-				continue
-			}
-			for j := c; j < hi; j += 4 {
-				invLowerCol(l, n, xt, j)
-			}
+	return invLowerTInto(ctx, l, n, make([]float64, n*n))
+}
+
+// invLowerTInto is invLowerT into xt (n×n), whose entries left of each
+// row's tile (columns before 4⌊j/4⌋ in row j) it neither reads nor writes:
+// they stay as they were.
+func invLowerTInto(ctx context.Context, l []float64, n int, xt []float64) []float64 {
+	parallelFor(ctx, (n+3)/4, 1, func(lo, hi int) {
+		for ct := lo; ct < hi; ct++ {
+			invLowerTile(l, n, xt, 4*ct)
 		}
 	})
 	return xt
 }
 
-// invLowerCol solves column j of L⁻¹ into row j of xt.
-func invLowerCol(l []float64, n int, xt []float64, j int) {
-	invLowerColInto(l, n, xt[j*n:(j+1)*n], j)
-}
-
-// invLowerColInto solves column j of L⁻¹ into x[j:] (x[:j] is not read).
-func invLowerColInto(l []float64, n int, x []float64, j int) {
-	x[j] = 1 / l[j*n+j]
-	for i := j + 1; i < n; i++ {
-		ri := l[i*n:]
-		x[i] = -dot(ri[j:i], x[j:i]) / ri[i]
+// cholSolveTile is cholRowTile's solve of a whole tile below the diagonal
+// (rows i0…i0+3 all below n, columns c0…c0+3 before i0): the block's 4×4
+// factor is loaded once and its diagonal inverted once for the four rows,
+// which then multiply (a division per entry was a third of the
+// factorisation's time at 800 rows).
+func cholSolveTile(a []float64, n, i0, c0 int, out *[16]float64) {
+	l0 := a[c0*n+c0 : c0*n+c0+1]
+	l1 := a[(c0+1)*n+c0 : (c0+1)*n+c0+2]
+	l2 := a[(c0+2)*n+c0 : (c0+2)*n+c0+3]
+	l3 := a[(c0+3)*n+c0 : (c0+3)*n+c0+4]
+	d0, d1, d2, d3 := 1/l0[0], 1/l1[1], 1/l2[2], 1/l3[3]
+	for r := range 4 {
+		ri := a[(i0+r)*n+c0 : (i0+r)*n+c0+4]
+		o := out[4*r : 4*r+4]
+		x0 := (ri[0] - o[0]) * d0
+		x1 := (ri[1] - o[1] - x0*l1[0]) * d1
+		x2 := (ri[2] - o[2] - x0*l2[0] - x1*l2[1]) * d2
+		x3 := (ri[3] - o[3] - x0*l3[0] - x1*l3[1] - x2*l3[2]) * d3
+		ri[0], ri[1], ri[2], ri[3] = x0, x1, x2, x3
 	}
 }
 
-// invLowerT4 solves columns c, c+4, c+8 and c+12 of L⁻¹ together into
-// x0…x3 (length n, zero from c on: zeroed by the caller), each
-// bit-identical to invLowerCol's: every row of L is loaded once for the
-// four dot products (dot4). Column c+4k's sums start at c instead of
-// c+4k; its entries there are zero, so
-// the extra products only add zeros to sums that are still +0, and since
-// the start moved by a multiple of 4, every other product falls in the
-// same running sum, in the same order, as dot's from c+4k.
-func invLowerT4(l []float64, n, c int, x0, x1, x2, x3 []float64) {
-	x0[c] = 1 / l[c*n+c]
-	for i := c + 1; i < n; i++ {
-		ri := l[i*n:]
-		d0, d1, d2, d3 := dot4(ri[c:i], x0[c:i], x1[c:i], x2[c:i], x3[c:i])
-		x0[i] = -d0 / ri[i]
-		switch {
-		case i > c+12:
-			x1[i], x2[i], x3[i] = -d1/ri[i], -d2/ri[i], -d3/ri[i]
-		case i > c+8:
-			x1[i], x2[i] = -d1/ri[i], -d2/ri[i]
-			if i == c+12 {
-				x3[i] = 1 / ri[i]
-			}
-		case i > c+4:
-			x1[i] = -d1 / ri[i]
-			if i == c+8 {
-				x2[i] = 1 / ri[i]
-			}
-		case i == c+4:
-			x1[i] = 1 / ri[i]
+// invLowerTile solves columns c0…c0+3 (those below n) of L⁻¹ into rows
+// c0…c0+3 of xt from column c0 on (zero above the diagonal).
+func invLowerTile(l []float64, n int, xt []float64, c0 int) {
+	var c [4]int
+	var x [4][]float64
+	for q := range 4 {
+		c[q] = min(c0+q, n-1)
+		x[q] = xt[c[q]*n : (c[q]+1)*n]
+	}
+	invLowerCols(l, n, c, &x)
+}
+
+// invLowerCols solves columns c[0] ≤ c[1] ≤ c[2] ≤ c[3] of L⁻¹ into x[0…3]
+// (length n each) from c[0] on: entries from c[0] to c[q] are set to zero.
+// It sweeps the rows four at a time: the products with the rows already
+// solved are one dotBlock (column c[q]'s zeros before c[q] only add zeros),
+// the 4×4 triangle within the rows is finished in order. A column repeated
+// (c[q] = c[q−1]) is solved once, into x[q−1]: x[q] is not written.
+func invLowerCols(l []float64, n int, c [4]int, x *[4][]float64) {
+	c0 := c[0]
+	var solve [4]bool
+	for q := range 4 {
+		solve[q] = q == 0 || c[q] != c[q-1]
+		if solve[q] {
+			clear(x[q][c0:c[q]])
 		}
+	}
+	var ra, rb [4][]float64
+	var out [16]float64
+	for i0 := c0; i0 < n; i0 += 4 {
+		if k := i0 - c0; k > 0 {
+			for q := range 4 {
+				ra[q] = l[min(i0+q, n-1)*n+c0:]
+				rb[q] = x[q][c0:]
+			}
+			dotBlock(&ra, &rb, k, &out)
+		}
+		if i0 > c[3] && i0+4 <= n {
+			invLowerRows(l, n, i0, c0, x, &out)
+			continue
+		}
+		for r := 0; r < 4 && i0+r < n; r++ {
+			i := i0 + r
+			li := l[i*n:]
+			for q := range 4 {
+				cq, xq := c[q], x[q]
+				switch {
+				case !solve[q] || i < cq:
+				case i == cq:
+					xq[i] = 1 / li[i]
+				default:
+					var s float64
+					if i0 > c0 {
+						s = out[4*r+q]
+					}
+					for t := max(i0, cq); t < i; t++ {
+						s += li[t] * xq[t]
+					}
+					xq[i] = -s / li[i]
+				}
+			}
+		}
+	}
+}
+
+// invLowerRows is invLowerCols' step for four whole rows i0…i0+3 below
+// every column: each row's 4×4 block of L is loaded once and its diagonal
+// inverted once for the four columns, which then multiply. out holds the
+// products with rows c0…i0−1 (none where i0 = c0).
+func invLowerRows(l []float64, n, i0, c0 int, x *[4][]float64, out *[16]float64) {
+	var s [16]float64
+	if i0 > c0 {
+		s = *out
+	}
+	x0, x1, x2, x3 := x[0][i0:i0+4], x[1][i0:i0+4], x[2][i0:i0+4], x[3][i0:i0+4]
+	for r := range 4 {
+		li := l[(i0+r)*n+i0 : (i0+r)*n+i0+4]
+		s0, s1, s2, s3 := s[4*r], s[4*r+1], s[4*r+2], s[4*r+3]
+		for t := range r {
+			s0 += li[t] * x0[t]
+			s1 += li[t] * x1[t]
+			s2 += li[t] * x2[t]
+			s3 += li[t] * x3[t]
+		}
+		d := -1 / li[r]
+		x0[r], x1[r], x2[r], x3[r] = s0*d, s1*d, s2*d, s3*d
 	}
 }
 
@@ -216,62 +267,40 @@ func gram(x []float64, n, w int) []float64 {
 	return g
 }
 
-// invDiag returns diag((L·Lᵀ)⁻¹): the squared norms of the columns of L⁻¹.
-func invDiag(xt []float64, n int) []float64 {
-	d := make([]float64, n)
-	for j := range n {
-		c := xt[j*n+j : j*n+n]
-		d[j] = dot(c, c)
-	}
-	return d
-}
-
-// invFullRow fills row a of K⁻¹ from column b0 to the diagonal.
-func invFullRow(inv, xt []float64, n, a, b0 int) {
-	// Column a of L⁻¹ is zero above a, so the sums start at a.
-	ra := xt[a*n+a : a*n+n]
-	b := b0
-	for ; b+4 <= a+1; b += 4 {
-		inv[a*n+b], inv[a*n+b+1], inv[a*n+b+2], inv[a*n+b+3] = dot4(ra,
-			xt[b*n+a:], xt[(b+1)*n+a:], xt[(b+2)*n+a:], xt[(b+3)*n+a:])
-	}
-	for ; b <= a; b++ {
-		inv[a*n+b] = dot(ra, xt[b*n+a:b*n+n])
-	}
-}
-
-// invFull returns (L·Lᵀ)⁻¹ = L⁻ᵀL⁻¹ as a dense symmetric row-major matrix.
-// Once ctx ends the result is incomplete: callers check ctx before using it.
+// invFull returns the lower triangle (diagonal included) of (L·Lᵀ)⁻¹ =
+// L⁻ᵀL⁻¹, row-major, the strict upper triangle zero, from xt (invLowerT's
+// rows; row j is read from column 4⌊j/4⌋ on): entry (a, b), b ≤ a, is the
+// dot of rows a and b of xt from a on, 4×4 at a time (dotBlock). The GP
+// gradient reads the lower triangle only (K⁻¹ is symmetric). Once ctx ends
+// the result is incomplete: callers check ctx before using it.
 func invFull(ctx context.Context, xt []float64, n int) []float64 {
-	inv := make([]float64, n*n)
-	// Pieces of 8 rows: rows a and a+4 share the columns b (dot2x4). Row
-	// a+4's sums then start at a, where column a+4 of L⁻¹ holds four
-	// zeros: they add only zeros to sums still +0, and the start moved by
-	// 4, so each sum is dot's from a+4 to the bit (as in invLowerT4).
-	parallelFor(ctx, n, 8, func(lo, hi int) {
-		for a := lo; a < hi; a++ {
-			if a < lo+4 && a+4 < hi {
-				ra, r4 := xt[a*n+a:a*n+n], xt[(a+4)*n+a:(a+4)*n+n]
-				b := 0
-				for ; b+4 <= a+1; b += 4 {
-					d := dot2x4(ra, r4, xt[b*n+a:], xt[(b+1)*n+a:], xt[(b+2)*n+a:], xt[(b+3)*n+a:])
-					copy(inv[a*n+b:a*n+b+4], d[0][:])
-					copy(inv[(a+4)*n+b:(a+4)*n+b+4], d[1][:])
+	return invFullInto(ctx, xt, n, make([]float64, n*n))
+}
+
+// invFullInto is invFull into inv (n×n), whose strict upper triangle it
+// leaves as it was.
+func invFullInto(ctx context.Context, xt []float64, n int, inv []float64) []float64 {
+	parallelFor(ctx, (n+3)/4, 1, func(lo, hi int) {
+		var ra, rb [4][]float64
+		var out [16]float64
+		for at := lo; at < hi; at++ {
+			a0 := 4 * at
+			for q := range 4 {
+				ra[q] = xt[min(a0+q, n-1)*n+a0:]
+			}
+			for b0 := 0; b0 <= a0; b0 += 4 {
+				ra2 := ra
+				for q := range 4 {
+					rb[q] = xt[min(b0+q, n-1)*n+a0:]
 				}
-				invFullRow(inv, xt, n, a, b)
-				invFullRow(inv, xt, n, a+4, b)
-				continue
+				dotBlock(&ra2, &rb, n-a0, &out)
+				for r := 0; r < 4 && a0+r < n; r++ {
+					for q := 0; q < 4 && b0+q <= a0+r; q++ {
+						inv[(a0+r)*n+b0+q] = out[4*r+q]
+					}
+				}
 			}
-			if a >= lo+4 && a-4 >= lo {
-				continue // done with row a−4
-			}
-			invFullRow(inv, xt, n, a, 0)
 		}
 	})
-	for a := range n {
-		for b := a + 1; b < n; b++ {
-			inv[a*n+b] = inv[b*n+a]
-		}
-	}
 	return inv
 }

@@ -1,0 +1,227 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// REDUCE4 sums each of the four accumulators A, B, C, D across its lanes and
+// stores the four sums, in that order, at dst; B and D end as scratch (all
+// four are among Y0–Y15: VPERM2F128 has no EVEX form).
+#define REDUCE4(A, B, C, D, dst) \
+	VHADDPD    B, A, A;         \
+	VHADDPD    D, C, C;         \
+	VPERM2F128 $0x20, C, A, B;  \
+	VPERM2F128 $0x31, C, A, D;  \
+	VADDPD     D, B, B;         \
+	VMOVUPD    B, dst
+
+// func dotBlockFMA(a0, a1, a2, a3, b0, b1, b2, b3 *float64, k int, out *[16]float64)
+// k is a positive multiple of 4. out[4r+c] = Σ_{t<k} ar[t]·bc[t]. Rows 0–1
+// then rows 2–3, eight FMA accumulators each (two FMA pipes of latency four
+// stay busy), every b vector loaded once per pair of rows.
+TEXT ·dotBlockFMA(SB), NOSPLIT, $0-80
+	MOVQ a0+0(FP), SI
+	MOVQ a1+8(FP), DX
+	MOVQ a2+16(FP), R12
+	MOVQ a3+24(FP), R13
+	MOVQ b0+32(FP), R8
+	MOVQ b1+40(FP), R9
+	MOVQ b2+48(FP), R10
+	MOVQ b3+56(FP), R11
+	MOVQ k+64(FP), CX
+	MOVQ out+72(FP), DI
+
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	XORQ   AX, AX
+	MOVQ   CX, BX
+
+rows01:
+	VMOVUPD     (SI)(AX*1), Y8
+	VMOVUPD     (DX)(AX*1), Y9
+	VMOVUPD     (R8)(AX*1), Y10
+	VFMADD231PD Y10, Y8, Y0
+	VFMADD231PD Y10, Y9, Y4
+	VMOVUPD     (R9)(AX*1), Y11
+	VFMADD231PD Y11, Y8, Y1
+	VFMADD231PD Y11, Y9, Y5
+	VMOVUPD     (R10)(AX*1), Y12
+	VFMADD231PD Y12, Y8, Y2
+	VFMADD231PD Y12, Y9, Y6
+	VMOVUPD     (R11)(AX*1), Y13
+	VFMADD231PD Y13, Y8, Y3
+	VFMADD231PD Y13, Y9, Y7
+	ADDQ        $32, AX
+	SUBQ        $4, BX
+	JNZ         rows01
+
+	REDUCE4(Y0, Y1, Y2, Y3, (DI))
+	REDUCE4(Y4, Y5, Y6, Y7, 32(DI))
+
+	VXORPD Y0, Y0, Y0
+	VXORPD Y1, Y1, Y1
+	VXORPD Y2, Y2, Y2
+	VXORPD Y3, Y3, Y3
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	XORQ   AX, AX
+	MOVQ   CX, BX
+
+rows23:
+	VMOVUPD     (R12)(AX*1), Y8
+	VMOVUPD     (R13)(AX*1), Y9
+	VMOVUPD     (R8)(AX*1), Y10
+	VFMADD231PD Y10, Y8, Y0
+	VFMADD231PD Y10, Y9, Y4
+	VMOVUPD     (R9)(AX*1), Y11
+	VFMADD231PD Y11, Y8, Y1
+	VFMADD231PD Y11, Y9, Y5
+	VMOVUPD     (R10)(AX*1), Y12
+	VFMADD231PD Y12, Y8, Y2
+	VFMADD231PD Y12, Y9, Y6
+	VMOVUPD     (R11)(AX*1), Y13
+	VFMADD231PD Y13, Y8, Y3
+	VFMADD231PD Y13, Y9, Y7
+	ADDQ        $32, AX
+	SUBQ        $4, BX
+	JNZ         rows23
+
+	REDUCE4(Y0, Y1, Y2, Y3, 64(DI))
+	REDUCE4(Y4, Y5, Y6, Y7, 96(DI))
+	VZEROUPPER
+	RET
+
+// FOLD adds the upper half of Z to its lower half, Y (T scratch).
+#define FOLD(Z, Y, T) \
+	VEXTRACTF64X4 $1, Z, T; \
+	VADDPD        T, Y, Y
+
+// func dotBlockAVX512(a0, a1, a2, a3, b0, b1, b2, b3 *float64, k int, out *[16]float64)
+// k is positive. The sixteen sums in Z0–Z15 (row r, column c in Z(4r+c)),
+// the rows in Z16–Z19: one pass, each b vector loaded once; the last k mod 8
+// elements through loads masked by K1 (the rest of the lanes zero, and not
+// read), so any k takes one call.
+TEXT ·dotBlockAVX512(SB), NOSPLIT, $0-80
+	MOVQ a0+0(FP), SI
+	MOVQ a1+8(FP), DX
+	MOVQ a2+16(FP), R12
+	MOVQ a3+24(FP), R13
+	MOVQ b0+32(FP), R8
+	MOVQ b1+40(FP), R9
+	MOVQ b2+48(FP), R10
+	MOVQ b3+56(FP), R11
+	MOVQ k+64(FP), CX
+	MOVQ out+72(FP), DI
+
+	VPXORQ Z0, Z0, Z0
+	VPXORQ Z1, Z1, Z1
+	VPXORQ Z2, Z2, Z2
+	VPXORQ Z3, Z3, Z3
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+	VPXORQ Z10, Z10, Z10
+	VPXORQ Z11, Z11, Z11
+	VPXORQ Z12, Z12, Z12
+	VPXORQ Z13, Z13, Z13
+	VPXORQ Z14, Z14, Z14
+	VPXORQ Z15, Z15, Z15
+	XORQ   AX, AX
+	MOVQ   CX, BX
+	ANDQ   $7, CX
+	SUBQ   CX, BX
+	JZ     tail512
+
+loop512:
+	VMOVUPD     (SI)(AX*1), Z16
+	VMOVUPD     (DX)(AX*1), Z17
+	VMOVUPD     (R12)(AX*1), Z18
+	VMOVUPD     (R13)(AX*1), Z19
+	VMOVUPD     (R8)(AX*1), Z20
+	VFMADD231PD Z20, Z16, Z0
+	VFMADD231PD Z20, Z17, Z4
+	VFMADD231PD Z20, Z18, Z8
+	VFMADD231PD Z20, Z19, Z12
+	VMOVUPD     (R9)(AX*1), Z21
+	VFMADD231PD Z21, Z16, Z1
+	VFMADD231PD Z21, Z17, Z5
+	VFMADD231PD Z21, Z18, Z9
+	VFMADD231PD Z21, Z19, Z13
+	VMOVUPD     (R10)(AX*1), Z22
+	VFMADD231PD Z22, Z16, Z2
+	VFMADD231PD Z22, Z17, Z6
+	VFMADD231PD Z22, Z18, Z10
+	VFMADD231PD Z22, Z19, Z14
+	VMOVUPD     (R11)(AX*1), Z23
+	VFMADD231PD Z23, Z16, Z3
+	VFMADD231PD Z23, Z17, Z7
+	VFMADD231PD Z23, Z18, Z11
+	VFMADD231PD Z23, Z19, Z15
+	ADDQ        $64, AX
+	SUBQ        $8, BX
+	JNZ         loop512
+
+tail512:
+	TESTQ CX, CX
+	JZ    fold512
+	MOVQ  $1, BX
+	SHLQ  CX, BX
+	DECQ  BX
+	KMOVW BX, K1
+	VMOVUPD.Z   (SI)(AX*1), K1, Z16
+	VMOVUPD.Z   (DX)(AX*1), K1, Z17
+	VMOVUPD.Z   (R12)(AX*1), K1, Z18
+	VMOVUPD.Z   (R13)(AX*1), K1, Z19
+	VMOVUPD.Z   (R8)(AX*1), K1, Z20
+	VFMADD231PD Z20, Z16, Z0
+	VFMADD231PD Z20, Z17, Z4
+	VFMADD231PD Z20, Z18, Z8
+	VFMADD231PD Z20, Z19, Z12
+	VMOVUPD.Z   (R9)(AX*1), K1, Z21
+	VFMADD231PD Z21, Z16, Z1
+	VFMADD231PD Z21, Z17, Z5
+	VFMADD231PD Z21, Z18, Z9
+	VFMADD231PD Z21, Z19, Z13
+	VMOVUPD.Z   (R10)(AX*1), K1, Z22
+	VFMADD231PD Z22, Z16, Z2
+	VFMADD231PD Z22, Z17, Z6
+	VFMADD231PD Z22, Z18, Z10
+	VFMADD231PD Z22, Z19, Z14
+	VMOVUPD.Z   (R11)(AX*1), K1, Z23
+	VFMADD231PD Z23, Z16, Z3
+	VFMADD231PD Z23, Z17, Z7
+	VFMADD231PD Z23, Z18, Z11
+	VFMADD231PD Z23, Z19, Z15
+
+fold512:
+	FOLD(Z0, Y0, Y16)
+	FOLD(Z1, Y1, Y16)
+	FOLD(Z2, Y2, Y16)
+	FOLD(Z3, Y3, Y16)
+	FOLD(Z4, Y4, Y16)
+	FOLD(Z5, Y5, Y16)
+	FOLD(Z6, Y6, Y16)
+	FOLD(Z7, Y7, Y16)
+	FOLD(Z8, Y8, Y16)
+	FOLD(Z9, Y9, Y16)
+	FOLD(Z10, Y10, Y16)
+	FOLD(Z11, Y11, Y16)
+	FOLD(Z12, Y12, Y16)
+	FOLD(Z13, Y13, Y16)
+	FOLD(Z14, Y14, Y16)
+	FOLD(Z15, Y15, Y16)
+	REDUCE4(Y0, Y1, Y2, Y3, (DI))
+	REDUCE4(Y4, Y5, Y6, Y7, 32(DI))
+	REDUCE4(Y8, Y9, Y10, Y11, 64(DI))
+	REDUCE4(Y12, Y13, Y14, Y15, 96(DI))
+	VZEROUPPER
+	RET
