@@ -21,6 +21,7 @@ type rowView struct {
 	vbar []float32 // n×H
 	bf16DotState
 	fmaDotState
+	tiledState
 }
 
 func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
@@ -40,6 +41,9 @@ func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
 			}
 		}
 	})
+	if err == nil && archKernel.scoresTiled != nil && s.dtype != CacheDTypeInt8 {
+		err = rv.buildTiles(ctx, archKernel)
+	}
 	return rv, err
 }
 
@@ -100,6 +104,10 @@ func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32,
 	}
 	if kern.scoreFMA != nil {
 		c.scoresFMA(kern, rv, qks, d2s)
+		return
+	}
+	if kern.scoresTiled != nil && s.dtype != CacheDTypeInt8 {
+		kern.scoresTiled(kern, c, rv, qks, d2s)
 		return
 	}
 	nb := (n + anchorBlock - 1) / anchorBlock
@@ -171,6 +179,14 @@ type attendKernel struct {
 	// scoreFMA2, if set, is scoreFMA for two queries at once, each to the
 	// bit as scoreFMA scores it alone.
 	scoreFMA2 func(k, q0, q1, qn0, qn1, kn, d20, d21 []float32, n, i0 int)
+	// scoresTiled, if set, is the whole of scoresWith for this kernel on
+	// a bf16 store, in the difference form with portableKernel's bits (a
+	// loop over tiles of transposed rows: attend_avx512_amd64.go); int8
+	// stores keep widen/score.
+	scoresTiled func(kern attendKernel, c *contextFit, rv *rowView, qks [][]float32, d2s [][]float32)
+	// tile, with scoresTiled, writes a quad's bf16 keys in tiledKeys'
+	// layout (tileBF16Go is its contract).
+	tile func(dst, src []uint16, rows, qw int)
 }
 
 // portableKernel is the reference implementation, in plain Go.

@@ -53,6 +53,34 @@ func BenchmarkScore(b *testing.B) {
 	}
 }
 
+// BenchmarkTileKeys is the tiled kernels' once-per-layer-view cost on
+// BenchmarkScore's store: a bf16 store's keys transposed into tiles
+// (tiledKeys), in Gcoord/s of the store's keys (n·D), comparable with
+// BenchmarkScore's rate for one query.
+func BenchmarkTileKeys(b *testing.B) {
+	const n = 10000
+	for _, g := range []int{4, 16} {
+		r := rand.New(rand.NewPCG(1, uint64(g)))
+		_, rv, _ := randomScoreCase(r, CacheDTypeBF16, n, g, 1)
+		twin := portableKernel
+		twin.name, twin.tile = "go", tileBF16Go
+		kernels := []attendKernel{twin}
+		for _, k := range attendKernels() {
+			if k.tile != nil {
+				kernels = append(kernels, k)
+			}
+		}
+		for _, kern := range kernels {
+			b.Run(fmt.Sprintf("D=%d/kernel=%s", g*headWidth, kern.name), func(b *testing.B) {
+				for range b.N {
+					(&rowView{s: rv.s}).tiledKeys(kern)
+				}
+				b.ReportMetric(float64(b.N)*n*float64(g*headWidth)/b.Elapsed().Seconds()/1e9, "Gcoord/s")
+			})
+		}
+	}
+}
+
 // BenchmarkScoreTile is BenchmarkScore's case side by side on the loop
 // before chunks (loop=blocks: scoresWithBlocks or scoresFMABlocks, tiles of
 // 4 as main ran them) and scoresWith (loop=chunks) at tiles of 4 and 16,

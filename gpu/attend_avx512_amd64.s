@@ -1,0 +1,254 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The difference form of the score pass on AVX-512F, keys transposed into
+// tiles of 16 rows so that a vector lane is a row (attend_tiled.go,
+// attend_avx512_amd64.go).
+// Each lane does the float32 operations of scoreRowsGo for its row in the
+// same order — a subtract, a multiply and an add per coordinate, the sum of
+// each coordinate lane over the groups, then each head's pair added — so
+// the bits are portableKernel's.
+
+// QD(qr, a0, a1, t0, t1): one query (its key slices at qr) against the
+// tile's two coordinate lanes of the head in Z16 and Z17: t = k − q (the
+// square of q − k to the bit), t², summed into a0 and a1. a1's add is a
+// VFMADD231PS by 1.0 (Z31): the same single rounding as VADDPS, issued to
+// the multiply pipes, so the adds are split between Zen 4's two add and two
+// multiply pipes.
+#define QD(qr, a0, a1, t0, t1) \
+	VSUBPS.BCST (qr)(DX*1), Z16, t0  \
+	VSUBPS.BCST 4(qr)(DX*1), Z17, t1 \
+	VMULPS      t0, t0, t0           \
+	VMULPS      t1, t1, t1           \
+	VADDPS      t0, a0, a0           \
+	VFMADD231PS Z31, t1, a1
+
+// KEYS widens the head's two coordinate lanes of the group at BX (16 bf16
+// each, already flushed) into Z16 and Z17.
+#define KEYS \
+	VPMOVZXWD (BX), Z16     \
+	VPSLLD    $16, Z16, Z16 \
+	VPMOVZXWD 32(BX), Z17   \
+	VPSLLD    $16, Z17, Z17
+
+// ST(i, a0, a1): the head's d2 for query i: a0 + a1 (scoreRowsGo's pair
+// sum), stored to the query's head plane at AX bytes past dp[i], the
+// tile's rows in K1.
+#define ST(i, a0, a1) \
+	VADDPS  a1, a0, a0        \
+	MOVQ    (8*i)(DI), BX     \
+	PREFETCHT0 512(BX)(AX*1)  \
+	VMOVUPS a0, K1, (BX)(AX*1)
+
+// SETUP loads the arguments common to the 8- and 4-query kernels: SI the
+// first tile's first coordinate row of the head, DI the output pointers,
+// Z31 = 1.0, and the locals: rows left, the tile's output offset and the
+// block's offset in the query slices, both in bytes.
+#define SETUP \
+	MOVQ         kt+0(FP), SI    \
+	MOVQ         dp+16(FP), DI   \
+	MOVL         $0x3f800000, AX \
+	VPBROADCASTD AX, Z31         \
+	MOVQ         rows+24(FP), AX \
+	MOVQ         AX, left-8(SP)  \
+	MOVQ         $0, off-16(SP)  \
+	MOVQ         $0, blk-24(SP)
+
+// TILESTART sets K1 to the tile's rows (the low min(left, 16) bits), DX
+// to the block's offset in the query slices, BX to the tile, CX to the
+// groups.
+#define TILESTART \
+	MOVQ    left-8(SP), CX \
+	MOVQ    $16, AX        \
+	CMPQ    CX, AX         \
+	CMOVQGT AX, CX         \
+	MOVQ    $1, AX         \
+	SHLQ    CX, AX         \
+	DECQ    AX             \
+	KMOVW   AX, K1         \
+	MOVQ    blk-24(SP), DX \
+	MOVQ    SI, BX         \
+	MOVQ    groups+32(FP), CX
+
+// TILEEND, after the group loop (BX = the next tile's head row, DX = the
+// next block's offset in the query slices), moves SI to the next tile,
+// leaves AX = the tile's output offset for ST and steps the locals: a new
+// anchor block (32 rows, two tiles) starts after every second tile.
+#define TILEEND \
+	MOVQ  BX, SI           \
+	MOVQ  off-16(SP), AX   \
+	LEAQ  64(AX), CX       \
+	MOVQ  CX, off-16(SP)   \
+	TESTQ $64, CX          \
+	CMOVQEQ DX, CX         \
+	CMOVQNE blk-24(SP), CX \
+	MOVQ  CX, blk-24(SP)   \
+	SUBQ  $16, left-8(SP)
+
+// func scoreDiffT8Asm(kt *uint16, qp, dp *[8]*float32, rows, groups int)
+// One head, eight queries, rows rows (from the start of an anchor block)
+// in tiles of 16 (tiledState's layout, bf16): kt is the first tile's first
+// coordinate row of the head (its lane 2h of group 0; lane 2h+1 32 bytes
+// on, group 1 256 bytes on, a tile 256·groups bytes on); qp[i] is query i's slices for the first block
+// at the head's lane 2h (the next block qw floats on); dp[i] its head
+// plane at the first row. Z0–Z15 hold the queries' two lanes' sums, a
+// vector lane per row.
+TEXT ·scoreDiffT8Asm(SB), NOSPLIT, $24-40
+	MOVQ qp+8(FP), AX
+	MOVQ 0(AX), R8
+	MOVQ 8(AX), R9
+	MOVQ 16(AX), R10
+	MOVQ 24(AX), R11
+	MOVQ 32(AX), R12
+	MOVQ 40(AX), R13
+	MOVQ 48(AX), R14
+	MOVQ 56(AX), R15
+	SETUP
+
+tile8:
+	TILESTART
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+group8:
+	KEYS
+	QD(R8, Z0, Z1, Z18, Z19)
+	QD(R9, Z2, Z3, Z20, Z21)
+	QD(R10, Z4, Z5, Z22, Z23)
+	QD(R11, Z6, Z7, Z24, Z25)
+	QD(R12, Z8, Z9, Z26, Z27)
+	QD(R13, Z10, Z11, Z28, Z29)
+	QD(R14, Z12, Z13, Z18, Z19)
+	QD(R15, Z14, Z15, Z20, Z21)
+	ADDQ $32, DX
+	ADDQ $256, BX
+	DECQ CX
+	JNZ  group8
+
+	TILEEND
+	ST(0, Z0, Z1)
+	ST(1, Z2, Z3)
+	ST(2, Z4, Z5)
+	ST(3, Z6, Z7)
+	ST(4, Z8, Z9)
+	ST(5, Z10, Z11)
+	ST(6, Z12, Z13)
+	ST(7, Z14, Z15)
+	CMPQ left-8(SP), $0
+	JGT  tile8
+	VZEROUPPER
+	RET
+
+// func scoreDiffT4Asm(kt *uint16, qp, dp *[8]*float32, rows, groups int)
+// scoreDiffT8Asm for four queries (qp[0..3], dp[0..3]).
+TEXT ·scoreDiffT4Asm(SB), NOSPLIT, $24-40
+	MOVQ qp+8(FP), AX
+	MOVQ 0(AX), R8
+	MOVQ 8(AX), R9
+	MOVQ 16(AX), R10
+	MOVQ 24(AX), R11
+	SETUP
+
+tile4:
+	TILESTART
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+group4:
+	KEYS
+	QD(R8, Z0, Z1, Z18, Z19)
+	QD(R9, Z2, Z3, Z20, Z21)
+	QD(R10, Z4, Z5, Z22, Z23)
+	QD(R11, Z6, Z7, Z24, Z25)
+	ADDQ $32, DX
+	ADDQ $256, BX
+	DECQ CX
+	JNZ  group4
+
+	TILEEND
+	ST(0, Z0, Z1)
+	ST(1, Z2, Z3)
+	ST(2, Z4, Z5)
+	ST(3, Z6, Z7)
+	CMPQ left-8(SP), $0
+	JGT  tile4
+	VZEROUPPER
+	RET
+
+// func tileBF16Asm(dst, src *uint16, idx *int32, rows, qw int)
+// tiledKeys' layout for one quad: rows (≥ 1) rows of qw (even) bf16 keys,
+// row-major at src, into tiles of 16 rows at dst, flushed (a key whose
+// bits without the sign are below 0x2b80 becomes 0), rows past rows 0.
+// One gather takes a dword, coordinates c and c+1, from each of the 16
+// rows (idx: their byte offsets, r·qw·2); VPMOVDW keeps its low words
+// (coordinate c) and, after a shift, its high ones, each zeroed where the
+// flush says.
+TEXT ·tileBF16Asm(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         idx+16(FP), AX
+	VMOVDQU32    (AX), Z31
+	MOVQ         rows+24(FP), R8
+	MOVQ         qw+32(FP), R9
+	MOVQ         R9, R10
+	SHLQ         $5, R10              // a tile of src in bytes: 16 rows × qw × 2
+	SHRQ         $1, R9               // dword pairs a row
+	MOVL         $0x7fff, AX
+	VPBROADCASTD AX, Z30
+	MOVL         $0x2b7f, AX
+	VPBROADCASTD AX, Z29
+
+btile:
+	MOVQ    R8, CX
+	MOVQ    $16, AX
+	CMPQ    CX, AX
+	CMOVQGT AX, CX
+	MOVQ    $1, DX
+	SHLQ    CX, DX
+	DECQ    DX                        // the tile's rows
+	MOVQ    SI, BX
+	MOVQ    R9, CX
+
+bpair:
+	KMOVW       DX, K1
+	VPXORD      Z0, Z0, Z0
+	VPGATHERDD  (BX)(Z31*1), K1, Z0
+	VPANDD      Z30, Z0, Z1
+	VPCMPGTD    Z29, Z1, K2
+	VPMOVDW.Z   Z0, K2, Y2
+	VMOVDQU     Y2, (DI)
+	VPSRLD      $16, Z0, Z3
+	VPANDD      Z30, Z3, Z4
+	VPCMPGTD    Z29, Z4, K3
+	VPMOVDW.Z   Z3, K3, Y5
+	VMOVDQU     Y5, 32(DI)
+	ADDQ        $64, DI
+	ADDQ        $4, BX
+	DECQ        CX
+	JNZ         bpair
+	ADDQ        R10, SI
+	SUBQ        $16, R8
+	JG          btile
+	VZEROUPPER
+	RET
