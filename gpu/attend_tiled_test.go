@@ -80,3 +80,55 @@ func TestTiledSelfCheck(t *testing.T) {
 		t.Fatal("a tiled kernel that fails its self-check was chosen by name")
 	}
 }
+
+// TestQueryKeysFastBitIdentical holds the vector query keys
+// (queryKeysFast) to keysAtGo's bits, coordinate by coordinate, over
+// feature counts that leave a partial chunk of eight and an odd pair, with
+// coordinates that clamp, tiny and huge scales and a NaN feature.
+func TestQueryKeysFastBitIdentical(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 12))
+	for _, f := range []int{1, 2, 5, 8, 9, 16, 17, 33} {
+		g := (f + 1) / 2
+		const nb = 5
+		c := &contextFit{f: f, g: g, anchors: make([]float64, nb*f), layers: make([][headsPerLayer]head, 2)}
+		for i := range c.anchors {
+			c.anchors[i] = r.NormFloat64()
+		}
+		for l := range c.layers {
+			for h := range headsPerLayer {
+				inv := make([]float64, f)
+				for d := range inv {
+					inv[d] = math.Exp(r.NormFloat64() * 3)
+				}
+				c.layers[l][h].inv = inv
+			}
+		}
+		qw := g * quadWidth
+		for q := range 12 {
+			x := make([]float64, f)
+			for d := range x {
+				x[d] = r.NormFloat64() * float64(1+q*q)
+			}
+			if q == 11 {
+				x[f-1] = math.NaN()
+			}
+			for l := range c.layers {
+				got, want := make([]float32, quads*nb*qw), make([]float32, quads*nb*qw)
+				for i := range got {
+					got[i], want[i] = 7, 7 // both must write every coordinate
+				}
+				if !c.queryKeysFast(l, x, got) {
+					t.Skip("no vector query keys here (they run with a tiled score kernel: AVX-512F)")
+				}
+				for b := range nb {
+					c.keysAtGo(l, x, c.anchors[b*f:(b+1)*f], want[b*qw:], nb*qw)
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("f=%d query %d layer %d entry %d: %v, want %v", f, q, l, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
