@@ -27,6 +27,7 @@
 // KEYS widens the head's two coordinate lanes of the group at BX (16 bf16
 // each, already flushed) into Z16 and Z17.
 #define KEYS \
+	PREFETCHT0 (BX)(AX*1)   \
 	VPMOVZXWD (BX), Z16     \
 	VPSLLD    $16, Z16, Z16 \
 	VPMOVZXWD 32(BX), Z17   \
@@ -38,7 +39,7 @@
 #define ST(i, a0, a1) \
 	VADDPS  a1, a0, a0        \
 	MOVQ    (8*i)(DI), BX     \
-	PREFETCHT0 512(BX)(AX*1)  \
+	PREFETCHT0 512(BX)(AX*1) \
 	VMOVUPS a0, K1, (BX)(AX*1)
 
 // SETUP loads the arguments common to the 8- and 4-query kernels: SI the
@@ -69,7 +70,9 @@
 	KMOVW   AX, K1         \
 	MOVQ    blk-24(SP), DX \
 	MOVQ    SI, BX         \
-	MOVQ    groups+32(FP), CX
+	MOVQ    groups+32(FP), CX \
+	MOVQ    CX, AX         \
+	SHLQ    $8, AX
 
 // TILEEND, after the group loop (BX = the next tile's head row, DX = the
 // next block's offset in the query slices), moves SI to the next tile,

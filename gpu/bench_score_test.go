@@ -23,7 +23,10 @@ func BenchmarkScore(b *testing.B) {
 	for _, g := range []int{4, 16} {
 		r := rand.New(rand.NewPCG(1, uint64(g)))
 		c, rv, qks := randomScoreCase(r, CacheDTypeBF16, n, g, nq)
-		d2s := make([][]float32, nq)
+		// One tile's planes, written by every tile in turn, as forward's
+		// pooled piece buffer is (a plane per query of all 64, 31 MB at
+		// D = 96, is memory no pass of forward writes).
+		d2s := make([][]float32, scoreTile)
 		for q := range d2s {
 			d2s[q] = make([]float32, n*headsPerLayer)
 		}
@@ -32,7 +35,7 @@ func BenchmarkScore(b *testing.B) {
 				cpu0 := cpuSeconds()
 				for range b.N {
 					for lo := 0; lo < nq; lo += scoreTile {
-						c.scoresWith(kern, rv, qks[lo:lo+scoreTile], d2s[lo:lo+scoreTile])
+						c.scoresWith(kern, rv, qks[lo:lo+scoreTile], d2s)
 					}
 				}
 				coords := float64(b.N) * nq * n * float64(g*headWidth)
@@ -90,7 +93,7 @@ func BenchmarkScoreTile(b *testing.B) {
 	for _, g := range []int{4, 16} {
 		r := rand.New(rand.NewPCG(1, uint64(g)))
 		c, rv, qks := randomScoreCase(r, CacheDTypeBF16, n, g, nq)
-		d2s := make([][]float32, nq)
+		d2s := make([][]float32, scoreTile) // one tile's planes, as BenchmarkScore
 		for q := range d2s {
 			d2s[q] = make([]float32, n*headsPerLayer)
 		}
@@ -111,7 +114,7 @@ func BenchmarkScoreTile(b *testing.B) {
 					cpu0 := cpuSeconds()
 					for range b.N {
 						for lo := 0; lo < nq; lo += lp.tile {
-							lp.f(kern, rv, qks[lo:lo+lp.tile], d2s[lo:lo+lp.tile])
+							lp.f(kern, rv, qks[lo:lo+lp.tile], d2s[:lp.tile])
 						}
 					}
 					coords := float64(b.N) * nq * n * float64(g*headWidth)
