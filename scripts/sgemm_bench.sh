@@ -35,5 +35,5 @@ sgemm() {
 grep -m1 'model name' /proc/cpuinfo
 echo "avx512 flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^avx512(f|_bf16|_vnni)$' | tr '\n' ' ' || true)"
 sgemm
-go test -run '^$' -bench '^BenchmarkScore(Tile)?$/./kernel=(go|avx2|avx2fma|avx512bf16)$' -benchtime "$benchtime" -cpu 1 ./gpu/ | grep -E '^Benchmark|^cpu'
+go test -run '^$' -bench '^BenchmarkScore(Tile)?$/./kernel=(go|avx2|avx2fma|avx512|avx512bf16)$' -benchtime "$benchtime" -cpu 1 ./gpu/ | grep -E '^Benchmark|^cpu'
 sgemm
