@@ -41,7 +41,7 @@ func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
 			}
 		}
 	})
-	if err == nil && archKernel.scoresTiled != nil && s.dtype != CacheDTypeInt8 {
+	if err == nil && archKernel.scoresTiled != nil && tiledFits(s) {
 		err = rv.buildTiles(ctx, archKernel)
 	}
 	return rv, err
@@ -106,7 +106,7 @@ func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32,
 		c.scoresFMA(kern, rv, qks, d2s)
 		return
 	}
-	if kern.scoresTiled != nil && s.dtype != CacheDTypeInt8 {
+	if kern.scoresTiled != nil && tiledFits(s) {
 		kern.scoresTiled(kern, c, rv, qks, d2s)
 		return
 	}

@@ -21,6 +21,17 @@ type tiledState struct {
 	tiled     [quads][]uint16
 }
 
+// tiledMaxBytes bounds the tiled copy of one layer view's keys: a larger
+// bf16 store (over 1.4 million rows at 8 features) keeps the untiled loop,
+// with the same bits, rather than add as much again to host memory.
+const tiledMaxBytes = 256 << 20
+
+// tiledFits reports whether a tiled kernel scores store s: bf16 keys (int8
+// stores keep the untiled loop) of at most tiledMaxBytes.
+func tiledFits(s *layerStore) bool {
+	return s.dtype != CacheDTypeInt8 && int64(len(s.kb))*2 <= tiledMaxBytes
+}
+
 // tiledKeys returns the view's keys as tiledState describes (bf16
 // stores), made by kern.tile the first time (buildTiles).
 func (rv *rowView) tiledKeys(kern attendKernel) *[quads][]uint16 {
