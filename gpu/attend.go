@@ -180,9 +180,8 @@ type attendKernel struct {
 	// bit as scoreFMA scores it alone.
 	scoreFMA2 func(k, q0, q1, qn0, qn1, kn, d20, d21 []float32, n, i0 int)
 	// scoresTiled, if set, is the whole of scoresWith for this kernel on
-	// a bf16 store, in the difference form with portableKernel's bits (a
-	// loop over tiles of transposed rows: attend_avx512_amd64.go); int8
-	// stores keep widen/score.
+	// a store that tiledFits, in the difference form with portableKernel's
+	// bits (a loop over tiles of transposed rows: attend_avx512_amd64.go).
 	scoresTiled func(kern attendKernel, c *contextFit, rv *rowView, qks [][]float32, d2s [][]float32)
 	// tile, with scoresTiled, writes a quad's bf16 keys in tiledKeys'
 	// layout (tileBF16Go is its contract).

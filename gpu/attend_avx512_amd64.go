@@ -54,6 +54,16 @@ func tileBF16AVX512(dst, src []uint16, rows, qw int) {
 	tileBF16Asm(&dst[0], &src[0], &idx[0], rows, qw) // the gathers read only the rows the mask keeps
 }
 
+// scoreDiffT8I8Asm is scoreDiffT8Asm on an int8 store's tiles and scales.
+//
+//go:noescape
+func scoreDiffT8I8Asm(kt *int8, qp, dp *[8]*float32, rows, groups int, scale *float32)
+
+// scoreDiffT4I8Asm is scoreDiffT8I8Asm for four queries.
+//
+//go:noescape
+func scoreDiffT4I8Asm(kt *int8, qp, dp *[8]*float32, rows, groups int, scale *float32)
+
 // scoresAVX512 is scoresWith's loop on avx512Kernel for a bf16 store: per
 // quad and chunk of rows (as scoresWith: whole anchor blocks, about
 // scoreChunkFloats keys, here 32 KiB of tiled bf16 that stay in L1), each
@@ -74,12 +84,12 @@ func scoresAVX512(kern attendKernel, c *contextFit, rv *rowView, qks [][]float32
 		}
 	}
 	tiled := rv.tiledKeys(kern)
+	isInt8 := rv.s.dtype == CacheDTypeInt8
 	cb := min(nb, max(1, scoreChunkFloats/(anchorBlock*qw))) // anchorBlock: a multiple of rowTile
 	cw := cb * qw
 	qs := make([]float32, nq*cw)
 	var qp, dp [8]*float32
 	for qd := range quads {
-		kt := tiled[qd]
 		for lo := 0; lo < n; lo += cb * anchorBlock {
 			hi := min(lo+cb*anchorBlock, n)
 			b0, b1 := lo/anchorBlock, (hi+anchorBlock-1)/anchorBlock
@@ -94,11 +104,15 @@ func scoresAVX512(kern attendKernel, c *contextFit, rv *rowView, qks [][]float32
 						qp[j] = &qs[t*cw+2*h]
 						dp[j] = &d2s[t][(qd*quadHeads+h)*n+lo]
 					}
-					k := &kt[lo*qw+2*h*rowTile]
-					if m > 4 {
-						scoreDiffT8Asm(k, &qp, &dp, hi-lo, g)
-					} else {
-						scoreDiffT4Asm(k, &qp, &dp, hi-lo, g)
+					switch {
+					case isInt8 && m > 4:
+						scoreDiffT8I8Asm(&rv.tiled8[qd][lo*qw+2*h*rowTile], &qp, &dp, hi-lo, g, &rv.tscale[lo*g])
+					case isInt8:
+						scoreDiffT4I8Asm(&rv.tiled8[qd][lo*qw+2*h*rowTile], &qp, &dp, hi-lo, g, &rv.tscale[lo*g])
+					case m > 4:
+						scoreDiffT8Asm(&tiled[qd][lo*qw+2*h*rowTile], &qp, &dp, hi-lo, g)
+					default:
+						scoreDiffT4Asm(&tiled[qd][lo*qw+2*h*rowTile], &qp, &dp, hi-lo, g)
 					}
 				}
 			}

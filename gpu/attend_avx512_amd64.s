@@ -89,6 +89,37 @@
 	MOVQ  CX, blk-24(SP)   \
 	SUBQ  $16, left-8(SP)
 
+// KEYS8 dequantises the head's two coordinate lanes of the group at BX (16
+// int8 codes each) with the 16 rows' scales of the group at AX into Z16
+// and Z17: dequantInt8Go's float32(q)·scale (exact conversion, one
+// rounding) and flushTiny (Z27 = |x| mask, Z28 = the bits of the largest
+// float32 below 2⁻⁴⁰; Z29 scratch).
+#define KEYS8 \
+	VMOVUPS    (AX), Z26      \
+	VPMOVSXBD  (BX), Z16      \
+	VCVTDQ2PS  Z16, Z16       \
+	VMULPS     Z26, Z16, Z16  \
+	VPANDD     Z27, Z16, Z29  \
+	VPCMPGTD   Z28, Z29, K2   \
+	VMOVAPS.Z  Z16, K2, Z16   \
+	VPMOVSXBD  16(BX), Z17    \
+	VCVTDQ2PS  Z17, Z17       \
+	VMULPS     Z26, Z17, Z17  \
+	VPANDD     Z27, Z17, Z29  \
+	VPCMPGTD   Z28, Z29, K3   \
+	VMOVAPS.Z  Z17, K3, Z17
+
+// SETUP8 is SETUP for the int8 kernels: also the flush constants and the
+// scale pointer's local.
+#define SETUP8 \
+	SETUP                          \
+	MOVL         $0x7fffffff, AX   \
+	VPBROADCASTD AX, Z27           \
+	MOVL         $0x2b7fffff, AX   \
+	VPBROADCASTD AX, Z28           \
+	MOVQ         scale+40(FP), AX  \
+	MOVQ         AX, scl-32(SP)
+
 // func scoreDiffT8Asm(kt *uint16, qp, dp *[8]*float32, rows, groups int)
 // One head, eight queries, rows rows (from the start of an anchor block)
 // in tiles of 16 (tiledState's layout, bf16): kt is the first tile's first
@@ -339,5 +370,118 @@ qgroup:
 	ADDQ R12, SI
 	DECQ R11
 	JNZ  qblock
+	VZEROUPPER
+	RET
+
+// func scoreDiffT8I8Asm(kt *int8, qp, dp *[8]*float32, rows, groups int, scale *float32)
+// scoreDiffT8Asm on an int8 store's tiles (tiledState: tile, group, 8
+// coordinates of 16 codes, so lane 2h+1 is 16 bytes on, group 1 128 bytes
+// on, a tile 128·groups bytes on) with their scales (tile, group, 16 rows
+// float32, at scale for the first tile).
+TEXT ·scoreDiffT8I8Asm(SB), NOSPLIT, $32-48
+	MOVQ qp+8(FP), AX
+	MOVQ 0(AX), R8
+	MOVQ 8(AX), R9
+	MOVQ 16(AX), R10
+	MOVQ 24(AX), R11
+	MOVQ 32(AX), R12
+	MOVQ 40(AX), R13
+	MOVQ 48(AX), R14
+	MOVQ 56(AX), R15
+	SETUP8
+
+tile8i:
+	TILESTART
+	MOVQ   scl-32(SP), AX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+group8i:
+	KEYS8
+	QD(R8, Z0, Z1, Z18, Z19)
+	QD(R9, Z2, Z3, Z20, Z21)
+	QD(R10, Z4, Z5, Z22, Z23)
+	QD(R11, Z6, Z7, Z24, Z25)
+	QD(R12, Z8, Z9, Z18, Z19)
+	QD(R13, Z10, Z11, Z20, Z21)
+	QD(R14, Z12, Z13, Z22, Z23)
+	QD(R15, Z14, Z15, Z24, Z25)
+	ADDQ $32, DX
+	ADDQ $128, BX
+	ADDQ $64, AX
+	DECQ CX
+	JNZ  group8i
+
+	MOVQ AX, scl-32(SP)
+	TILEEND
+	ST(0, Z0, Z1)
+	ST(1, Z2, Z3)
+	ST(2, Z4, Z5)
+	ST(3, Z6, Z7)
+	ST(4, Z8, Z9)
+	ST(5, Z10, Z11)
+	ST(6, Z12, Z13)
+	ST(7, Z14, Z15)
+	CMPQ left-8(SP), $0
+	JGT  tile8i
+	VZEROUPPER
+	RET
+
+// func scoreDiffT4I8Asm(kt *int8, qp, dp *[8]*float32, rows, groups int, scale *float32)
+// scoreDiffT8I8Asm for four queries (qp[0..3], dp[0..3]).
+TEXT ·scoreDiffT4I8Asm(SB), NOSPLIT, $32-48
+	MOVQ qp+8(FP), AX
+	MOVQ 0(AX), R8
+	MOVQ 8(AX), R9
+	MOVQ 16(AX), R10
+	MOVQ 24(AX), R11
+	SETUP8
+
+tile4i:
+	TILESTART
+	MOVQ   scl-32(SP), AX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+group4i:
+	KEYS8
+	QD(R8, Z0, Z1, Z18, Z19)
+	QD(R9, Z2, Z3, Z20, Z21)
+	QD(R10, Z4, Z5, Z22, Z23)
+	QD(R11, Z6, Z7, Z24, Z25)
+	ADDQ $32, DX
+	ADDQ $128, BX
+	ADDQ $64, AX
+	DECQ CX
+	JNZ  group4i
+
+	MOVQ AX, scl-32(SP)
+	TILEEND
+	ST(0, Z0, Z1)
+	ST(1, Z2, Z3)
+	ST(2, Z4, Z5)
+	ST(3, Z6, Z7)
+	CMPQ left-8(SP), $0
+	JGT  tile4i
 	VZEROUPPER
 	RET

@@ -16,9 +16,15 @@ const rowTile = 16
 // (flushTiny of the widened value is the widened value of the flushed
 // bf16, so the kernel widens with no flush), rows past n zero. It is as
 // large as the store's keys.
+//
+// An int8 store's are tiled8 (codes, the same layout) and tscale (each
+// row's scale per group: tile j, group gi, row r at (j·g + gi)·rowTile + r,
+// shared by the quads), dequantised and flushed by the kernel.
 type tiledState struct {
 	tiledOnce sync.Once
 	tiled     [quads][]uint16
+	tiled8    [quads][]int8
+	tscale    []float32
 }
 
 // tiledMaxBytes bounds the tiled copy of one layer view's keys: a larger
@@ -26,10 +32,13 @@ type tiledState struct {
 // with the same bits, rather than add as much again to host memory.
 const tiledMaxBytes = 256 << 20
 
-// tiledFits reports whether a tiled kernel scores store s: bf16 keys (int8
-// stores keep the untiled loop) of at most tiledMaxBytes.
+// tiledFits reports whether a tiled kernel scores store s: its tiled keys
+// (and int8 scales) take at most tiledMaxBytes.
 func tiledFits(s *layerStore) bool {
-	return s.dtype != CacheDTypeInt8 && int64(len(s.kb))*2 <= tiledMaxBytes
+	if s.dtype == CacheDTypeInt8 {
+		return int64(len(s.kq))+int64(len(s.ks))*4 <= tiledMaxBytes
+	}
+	return int64(len(s.kb))*2 <= tiledMaxBytes
 }
 
 // tiledKeys returns the view's keys as tiledState describes (bf16
@@ -48,11 +57,23 @@ func (rv *rowView) buildTiles(ctx context.Context, kern attendKernel) error {
 		s := rv.s
 		n, qw := s.rows, s.groups*quadWidth
 		tiles := (n + rowTile - 1) / rowTile
+		isInt8 := s.dtype == CacheDTypeInt8
 		for qd := range quads {
-			rv.tiled[qd] = make([]uint16, tiles*rowTile*qw)
+			if isInt8 {
+				rv.tiled8[qd] = make([]int8, tiles*rowTile*qw)
+			} else {
+				rv.tiled[qd] = make([]uint16, tiles*rowTile*qw)
+			}
+		}
+		if isInt8 {
+			rv.tscale = make([]float32, tiles*rowTile*s.groups)
 		}
 		err = parallelFor(ctx, tiles, 64, func(lo, hi int) {
 			rows := min(hi*rowTile, n) - lo*rowTile
+			if isInt8 {
+				rv.tileInt8(lo*rowTile, rows)
+				return
+			}
 			for qd := range quads {
 				kern.tile(rv.tiled[qd][lo*rowTile*qw:], s.kb[s.quadRun(qd, lo*rowTile):][:rows*qw], rows, qw)
 			}
@@ -71,6 +92,25 @@ func tileBF16Go(dst, src []uint16, rows, qw int) {
 				b = 0
 			}
 			d[c*rowTile] = b
+		}
+	}
+}
+
+// tileInt8 writes rows rows of an int8 store from row i0 (a multiple of
+// rowTile) into tiled8 and tscale.
+func (rv *rowView) tileInt8(i0, rows int) {
+	s := rv.s
+	g, qw := s.groups, s.groups*quadWidth
+	for i := i0; i < i0+rows; i++ {
+		j, r := i/rowTile, i%rowTile
+		for gi, code := range s.ks[i*g : (i+1)*g] {
+			rv.tscale[(j*g+gi)*rowTile+r] = int8Scale[code]
+		}
+		for qd := range quads {
+			d := rv.tiled8[qd][j*rowTile*qw+r:]
+			for c, q := range s.kq[s.quadRun(qd, i):][:qw] {
+				d[c*rowTile] = q
+			}
 		}
 	}
 }
