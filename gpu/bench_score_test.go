@@ -56,6 +56,38 @@ func BenchmarkScore(b *testing.B) {
 	}
 }
 
+// BenchmarkScoreInt8 is BenchmarkScore on an int8 store, for the kernels
+// this machine runs but go and the dot forms.
+func BenchmarkScoreInt8(b *testing.B) {
+	const n, nq = 10000, 64
+	for _, g := range []int{4, 16} {
+		r := rand.New(rand.NewPCG(1, uint64(g)))
+		c, rv, qks := randomScoreCase(r, CacheDTypeInt8, n, g, nq)
+		d2s := make([][]float32, scoreTile)
+		for q := range d2s {
+			d2s[q] = make([]float32, n*headsPerLayer)
+		}
+		for _, kern := range attendKernels() {
+			if kern.name == portableKernel.name || kern.scoreFMA != nil || kern.scoreBF16 != nil {
+				continue
+			}
+			b.Run(fmt.Sprintf("D=%d/kernel=%s", g*headWidth, kern.name), func(b *testing.B) {
+				cpu0 := cpuSeconds()
+				for range b.N {
+					for lo := 0; lo < nq; lo += scoreTile {
+						c.scoresWith(kern, rv, qks[lo:lo+scoreTile], d2s)
+					}
+				}
+				coords := float64(b.N) * nq * n * float64(g*headWidth)
+				b.ReportMetric(coords/b.Elapsed().Seconds()/1e9, "Gcoord/s")
+				if cpu := cpuSeconds() - cpu0; cpu > 0 {
+					b.ReportMetric(coords/cpu/1e9, "Gcoord/cpu-s")
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkTileKeys is the tiled kernels' once-per-layer-view cost on
 // BenchmarkScore's store: a bf16 store's keys transposed into tiles
 // (tiledKeys), in Gcoord/s of the store's keys (n·D), comparable with
