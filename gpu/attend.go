@@ -25,6 +25,15 @@ type rowView struct {
 }
 
 func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
+	return newRowViewFor(ctx, s, math.MaxInt)
+}
+
+// newRowViewFor is newRowView for a batch of nq queries: with a tiled
+// score kernel it tiles the keys here, on the cores parallelFor gives,
+// where the batch has at least tiledMinQueries queries, and otherwise
+// marks the view untiled (the untiled loop, with the same bits, is cheaper
+// than tiling for a few queries).
+func newRowViewFor(ctx context.Context, s *layerStore, nq int) (*rowView, error) {
 	n, w := s.rows, s.groups*headWidth
 	rv := &rowView{s: s, vbar: make([]float32, n*headsPerLayer)}
 	err := parallelFor(ctx, n, 1024, func(lo, hi int) {
@@ -42,7 +51,11 @@ func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
 		}
 	})
 	if err == nil && archKernel.scoresTiled != nil && tiledFits(s) {
-		err = rv.buildTiles(ctx, archKernel)
+		if nq >= tiledMinQueries {
+			err = rv.buildTiles(ctx, archKernel)
+		} else {
+			rv.untiled = true
+		}
 	}
 	return rv, err
 }
@@ -106,7 +119,7 @@ func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32,
 		c.scoresFMA(kern, rv, qks, d2s)
 		return
 	}
-	if kern.scoresTiled != nil && tiledFits(s) {
+	if kern.scoresTiled != nil && !rv.untiled && tiledFits(s) {
 		kern.scoresTiled(kern, c, rv, qks, d2s)
 		return
 	}
@@ -384,7 +397,7 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 		if err != nil {
 			return nil, err
 		}
-		rv, err := newRowView(ctx, s)
+		rv, err := newRowViewFor(ctx, s, nq)
 		if err != nil {
 			done()
 			return nil, err

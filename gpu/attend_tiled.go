@@ -21,11 +21,18 @@ const rowTile = 16
 // row's scale per group: tile j, group gi, row r at (j·g + gi)·rowTile + r,
 // shared by the quads), dequantised and flushed by the kernel.
 type tiledState struct {
+	untiled   bool // the batch is too small to pay for tiles (newRowViewFor)
 	tiledOnce sync.Once
 	tiled     [quads][]uint16
 	tiled8    [quads][]int8
 	tscale    []float32
 }
+
+// tiledMinQueries is the smallest batch forward tiles a layer view for:
+// tiling costs about 75 single-query passes of the tiled kernel on one
+// core (BenchmarkTileKeys against BenchmarkScore at D = 96), and saves a
+// little over one such pass a query against the untiled loop.
+const tiledMinQueries = 64
 
 // tiledMaxBytes bounds the tiled copy of one layer view's keys: a larger
 // bf16 store (over 1.4 million rows at 8 features) keeps the untiled loop,

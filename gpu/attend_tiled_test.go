@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -130,5 +131,34 @@ func TestQueryKeysFastBitIdentical(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRowViewTilesLargeBatches checks newRowViewFor's choice: a batch of
+// tiledMinQueries or more gets its view tiled up front, a smaller one an
+// untiled view (which scoresWith then scores without tiles).
+func TestRowViewTilesLargeBatches(t *testing.T) {
+	if archKernel.scoresTiled == nil {
+		t.Skipf("the score kernel here (%s) is not a tiled one (no AVX-512F)", archKernel.name)
+	}
+	r := rand.New(rand.NewPCG(8, 8))
+	c, rv, qks := randomScoreCase(r, CacheDTypeBF16, 40, 2, 3)
+	small, err := newRowViewFor(context.Background(), rv.s, tiledMinQueries-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	large, err := newRowViewFor(context.Background(), rv.s, tiledMinQueries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !small.untiled || small.tiled[0] != nil {
+		t.Fatalf("a batch of %d: untiled %v, tiles %d", tiledMinQueries-1, small.untiled, len(small.tiled[0]))
+	}
+	if large.untiled || len(large.tiled[0]) == 0 {
+		t.Fatalf("a batch of %d: untiled %v, tiles %d", tiledMinQueries, large.untiled, len(large.tiled[0]))
+	}
+	runScores(c, archKernel, small, qks)
+	if small.tiled[0] != nil {
+		t.Fatal("scoring an untiled view tiled it")
 	}
 }
