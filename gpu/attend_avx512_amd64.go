@@ -6,17 +6,19 @@ import "golang.org/x/sys/cpu"
 
 // hasAVX512: this CPU and OS run the AVX-512F difference form (512-bit
 // registers enabled by the OS: golang.org/x/sys/cpu reports AVX512F only
-// then; AVX2 for the int8 stores, which keep avx2Kernel's path).
+// then; AVX2 for avx2Kernel's functions, which small batches and large
+// stores still run).
 var hasAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
 
 // avx512Kernel is the difference form with the rows in the vector lanes
-// (attend_avx512_amd64.s) for bf16 stores: the layer view's keys are
+// (attend_avx512_amd64.s): the layer view's keys are
 // transposed once into tiles of 16 rows (tiledKeys), and each tile is
 // scored against eight (or four) queries at once, so a key load serves
 // eight queries and no horizontal sums are left to do. Every lane does
 // scoreRowsGo's operations for its row in its order, so the bits are
 // portableKernel's (TestScoreKernelsBitIdentical) and choosing it changes
-// no output. int8 stores run as avx2Kernel.
+// no output. An int8 store's codes are tiled likewise and dequantised in
+// the kernel.
 var avx512Kernel = func() attendKernel {
 	k := avx2Kernel
 	k.name, k.scoresTiled, k.tile = "avx512", scoresAVX512, tileBF16AVX512
@@ -64,10 +66,11 @@ func scoreDiffT8I8Asm(kt *int8, qp, dp *[8]*float32, rows, groups int, scale *fl
 //go:noescape
 func scoreDiffT4I8Asm(kt *int8, qp, dp *[8]*float32, rows, groups int, scale *float32)
 
-// scoresAVX512 is scoresWith's loop on avx512Kernel for a bf16 store: per
-// quad and chunk of rows (as scoresWith: whole anchor blocks, about
-// scoreChunkFloats keys, here 32 KiB of tiled bf16 that stay in L1), each
-// query's slices are flushed, then the queries are scored eight at a time
+// scoresAVX512 is scoresWith's loop on avx512Kernel for a store that
+// tiledFits: per quad and chunk of rows (as scoresWith: whole anchor
+// blocks, about scoreChunkFloats keys, 32 KiB of tiled bf16 or 16 KiB of
+// int8 codes, with the tile's query slices in L2; 4K and 8K keys were no
+// faster), each query's slices are flushed, then the queries are scored eight at a time
 // (four for the rest; a last group of fewer repeats its last query, which
 // writes the same bits twice), one head at a time, so the outputs in
 // flight are eight rows of a head plane, each written in order.
