@@ -49,12 +49,26 @@ func tileBF16AVX512(dst, src []uint16, rows, qw int) {
 	if rows <= 0 || qw%2 != 0 || len(src) < rows*qw || len(dst) < tiles*rowTile*qw {
 		panic("gpu: tileBF16AVX512: buffers too small")
 	}
+	if full := rows / rowTile; qw%32 == 0 && full > 0 {
+		// Whole tiles by in-register transposes; the rest by gathers.
+		tileBF16x16Asm(&dst[0], &src[0], full, qw)
+		if rows -= full * rowTile; rows == 0 {
+			return
+		}
+		dst, src = dst[full*rowTile*qw:], src[full*rowTile*qw:]
+	}
 	var idx [rowTile]int32
 	for r := range idx {
 		idx[r] = int32(r * qw * 2)
 	}
 	tileBF16Asm(&dst[0], &src[0], &idx[0], rows, qw) // the gathers read only the rows the mask keeps
 }
+
+// tileBF16x16Asm is tileBF16Asm for tiles whole tiles (16 rows each) of a
+// qw that is a multiple of 32, by in-register transposes.
+//
+//go:noescape
+func tileBF16x16Asm(dst, src *uint16, tiles, qw int)
 
 // scoreDiffT8I8Asm is scoreDiffT8Asm on an int8 store's tiles and scales.
 //

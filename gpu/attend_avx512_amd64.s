@@ -399,3 +399,160 @@ group4i:
 	JGT  tile4i
 	VZEROUPPER
 	RET
+
+// TR4(op, …) applies op to four register pairs (Go operand order: the
+// second source first), to keep the transpose's stages short.
+#define TR4(op, s1, s2, d1, s3, s4, d2, s5, s6, d3, s7, s8, d4) \
+	op s2, s1, d1 \
+	op s4, s3, d2 \
+	op s6, s5, d3 \
+	op s8, s7, d4
+
+// SPLIT(z, off) flushes and stores one transposed dword column z (16
+// rows' coordinates 2p and 2p+1) at DI+off: its low words, then its high
+// words, each zeroed where the flush says (Z30 = 0x7fff, Z29 = 0x2b7f).
+#define SPLIT(z, off) \
+	VPANDD    Z30, z, Z16   \
+	VPCMPGTD  Z29, Z16, K2  \
+	VPMOVDW.Z z, K2, Y17    \
+	VMOVDQU32 Y17, off(DI)  \
+	VPSRLD    $16, z, Z18   \
+	VPANDD    Z30, Z18, Z19 \
+	VPCMPGTD  Z29, Z19, K3  \
+	VPMOVDW.Z Z18, K3, Y20  \
+	VMOVDQU32 Y20, off+32(DI)
+
+// func tileBF16x16Asm(dst, src *uint16, tiles, qw int)
+// tileBF16Asm for whole tiles of 16 rows when qw is a multiple of 32: per
+// 16 dword columns (32 coordinates) the 16 rows' 64 bytes are loaded and
+// transposed in registers (unpacks of dwords and qwords, then two rounds
+// of 128-bit lane shuffles), then each column is split and flushed as in
+// tileBF16Asm. The same output; no gathers.
+TEXT ·tileBF16x16Asm(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ tiles+16(FP), R8
+	MOVQ qw+24(FP), R11
+	SHLQ $1, R11             // a row in bytes
+	MOVQ R11, R10
+	SHLQ $4, R10             // a tile of src in bytes
+	MOVQ R11, R9
+	SHRQ $6, R9              // 64-byte column blocks a row
+
+xtile:
+	MOVQ SI, DX
+	MOVQ R9, CX
+
+xblock:
+	MOVQ      DX, BX
+	VMOVDQU32 (BX), Z0
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z1
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z2
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z3
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z4
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z5
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z6
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z7
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z8
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z9
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z10
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z11
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z12
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z13
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z14
+	ADDQ      R11, BX
+	VMOVDQU32 (BX), Z15
+
+	// Dwords: t(2i) = unpacklo(r2i, r2i+1), t(2i+1) = unpackhi.
+	TR4(VPUNPCKLDQ, Z0, Z1, Z16, Z2, Z3, Z18, Z4, Z5, Z20, Z6, Z7, Z22)
+	TR4(VPUNPCKHDQ, Z0, Z1, Z17, Z2, Z3, Z19, Z4, Z5, Z21, Z6, Z7, Z23)
+	TR4(VPUNPCKLDQ, Z8, Z9, Z24, Z10, Z11, Z26, Z12, Z13, Z28, Z14, Z15, Z30)
+	TR4(VPUNPCKHDQ, Z8, Z9, Z25, Z10, Z11, Z27, Z12, Z13, Z29, Z14, Z15, Z31)
+
+	// Qwords: within each 128-bit lane L, r(4m+j) = column 4L+j of rows
+	// 4m..4m+3.
+	TR4(VPUNPCKLQDQ, Z16, Z18, Z0, Z17, Z19, Z2, Z20, Z22, Z4, Z21, Z23, Z6)
+	TR4(VPUNPCKHQDQ, Z16, Z18, Z1, Z17, Z19, Z3, Z20, Z22, Z5, Z21, Z23, Z7)
+	TR4(VPUNPCKLQDQ, Z24, Z26, Z8, Z25, Z27, Z10, Z28, Z30, Z12, Z29, Z31, Z14)
+	TR4(VPUNPCKHQDQ, Z24, Z26, Z9, Z25, Z27, Z11, Z28, Z30, Z13, Z29, Z31, Z15)
+
+	// Lanes, round 1: t(j) = [r(j) lanes 0, 2 | r(j+4) lanes 0, 2] (0x88),
+	// t(j+4) the odd lanes (0xDD); the same for rows 8–15.
+	VSHUFI32X4 $0x88, Z4, Z0, Z16
+	VSHUFI32X4 $0x88, Z5, Z1, Z17
+	VSHUFI32X4 $0x88, Z6, Z2, Z18
+	VSHUFI32X4 $0x88, Z7, Z3, Z19
+	VSHUFI32X4 $0xDD, Z4, Z0, Z20
+	VSHUFI32X4 $0xDD, Z5, Z1, Z21
+	VSHUFI32X4 $0xDD, Z6, Z2, Z22
+	VSHUFI32X4 $0xDD, Z7, Z3, Z23
+	VSHUFI32X4 $0x88, Z12, Z8, Z24
+	VSHUFI32X4 $0x88, Z13, Z9, Z25
+	VSHUFI32X4 $0x88, Z14, Z10, Z26
+	VSHUFI32X4 $0x88, Z15, Z11, Z27
+	VSHUFI32X4 $0xDD, Z12, Z8, Z28
+	VSHUFI32X4 $0xDD, Z13, Z9, Z29
+	VSHUFI32X4 $0xDD, Z14, Z10, Z30
+	VSHUFI32X4 $0xDD, Z15, Z11, Z31
+
+	// Lanes, round 2: column j = [t(j) lanes 0, 2 | t(j+8) lanes 0, 2].
+	VSHUFI32X4 $0x88, Z24, Z16, Z0
+	VSHUFI32X4 $0x88, Z25, Z17, Z1
+	VSHUFI32X4 $0x88, Z26, Z18, Z2
+	VSHUFI32X4 $0x88, Z27, Z19, Z3
+	VSHUFI32X4 $0x88, Z28, Z20, Z4
+	VSHUFI32X4 $0x88, Z29, Z21, Z5
+	VSHUFI32X4 $0x88, Z30, Z22, Z6
+	VSHUFI32X4 $0x88, Z31, Z23, Z7
+	VSHUFI32X4 $0xDD, Z24, Z16, Z8
+	VSHUFI32X4 $0xDD, Z25, Z17, Z9
+	VSHUFI32X4 $0xDD, Z26, Z18, Z10
+	VSHUFI32X4 $0xDD, Z27, Z19, Z11
+	VSHUFI32X4 $0xDD, Z28, Z20, Z12
+	VSHUFI32X4 $0xDD, Z29, Z21, Z13
+	VSHUFI32X4 $0xDD, Z30, Z22, Z14
+	VSHUFI32X4 $0xDD, Z31, Z23, Z15
+
+	MOVL         $0x7fff, AX
+	VPBROADCASTD AX, Z30
+	MOVL         $0x2b7f, AX
+	VPBROADCASTD AX, Z29
+	SPLIT(Z0, 0)
+	SPLIT(Z1, 64)
+	SPLIT(Z2, 128)
+	SPLIT(Z3, 192)
+	SPLIT(Z4, 256)
+	SPLIT(Z5, 320)
+	SPLIT(Z6, 384)
+	SPLIT(Z7, 448)
+	SPLIT(Z8, 512)
+	SPLIT(Z9, 576)
+	SPLIT(Z10, 640)
+	SPLIT(Z11, 704)
+	SPLIT(Z12, 768)
+	SPLIT(Z13, 832)
+	SPLIT(Z14, 896)
+	SPLIT(Z15, 960)
+	ADDQ $1024, DI
+	ADDQ $64, DX
+	DECQ CX
+	JNZ  xblock
+	ADDQ R10, SI
+	DECQ R8
+	JNZ  xtile
+	VZEROUPPER
+	RET

@@ -48,13 +48,15 @@ func chooseKernel(name string, avail []attendKernel) attendKernel {
 }
 
 // tiledSelfCheck scores a small random case of each store type (37 rows:
-// two anchor blocks and a partial tile; 3 groups; 9 queries: a group of
-// eight and a padded one; keys and queries around flushTiny's threshold)
+// two anchor blocks, two whole tiles and a partial one; 4 groups, so the
+// whole tiles take the in-register transposes and the last the gathers; 9
+// queries: a group of eight and a padded one; keys and queries around
+// flushTiny's threshold)
 // with kern and portableKernel and reports whether every entry has the
 // same bits.
 func tiledSelfCheck(kern attendKernel) bool {
 	r := rand.New(rand.NewPCG(16, 5))
-	const n, g, nq = 37, 3, 9
+	const n, g, nq = 37, 4, 9
 	w := g * headWidth
 	val := func() float32 {
 		if r.IntN(8) == 0 {

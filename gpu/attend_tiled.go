@@ -29,10 +29,10 @@ type tiledState struct {
 }
 
 // tiledMinQueries is the smallest batch forward tiles a layer view for:
-// tiling costs about 8–22 single-query passes of the tiled kernel per CPU
+// tiling costs about 5–9 single-query passes of the tiled kernel per CPU
 // second (BenchmarkTileKeys against BenchmarkScore, D = 96 and 384), and
 // saves about one such pass a query against the untiled loop.
-const tiledMinQueries = 32
+const tiledMinQueries = 16
 
 // tiledMaxBytes bounds the tiled copy of one layer view's keys: a larger
 // bf16 store (over 1.4 million rows at 8 features) keeps the untiled loop,

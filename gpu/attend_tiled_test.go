@@ -9,7 +9,8 @@ import (
 
 // TestTiledKeys holds tiledKeys' layout to the store: row i's coordinate c
 // of quad qd, flushed as widenBF16Go flushes it, at its tile, lane and row;
-// rows past n zero.
+// rows past n zero; for group counts that take the gathers only (3) and
+// the in-register transposes with a gathered last tile (4, 8, 16).
 func TestTiledKeys(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 2))
 	kernels := []attendKernel{portableKernel}
@@ -20,8 +21,9 @@ func TestTiledKeys(t *testing.T) {
 		}
 	}
 	for _, kern := range kernels {
-		for _, n := range []int{1, 16, 37} {
-			c, rv, _ := randomScoreCase(r, CacheDTypeBF16, n, 3, 1)
+		for _, tc := range []struct{ n, g int }{{1, 3}, {16, 3}, {37, 3}, {37, 4}, {48, 16}, {5, 8}} {
+			n := tc.n
+			c, rv, _ := randomScoreCase(r, CacheDTypeBF16, n, tc.g, 1)
 			qw := c.g * quadWidth
 			tiled := rv.tiledKeys(kern)
 			k := make([]float32, qw)
