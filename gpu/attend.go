@@ -388,8 +388,11 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 	f, n := c.f, c.n
 	w := len(c.anchors) / f * c.g * headWidth // a query's key slices
 	tile := queryTile(nq, n)
+	// A piece's buffer: its score planes, then its queries' key slices
+	// (every coordinate of which queryKeys writes), reused from piece to
+	// piece rather than allocated and zeroed per query and layer.
 	tiles := sync.Pool{New: func() any {
-		b := make([]float32, tile*n*headsPerLayer)
+		b := make([]float32, tile*(n*headsPerLayer+w))
 		return &b
 	}}
 	for l := range c.layers {
@@ -409,7 +412,7 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 			d2s := make([][]float32, hi-lo)
 			for t := range qks {
 				q := lo + t
-				qks[t] = make([]float32, w)
+				qks[t] = (*buf)[tile*n*headsPerLayer+t*w : tile*n*headsPerLayer+(t+1)*w]
 				c.queryKeys(l, zq[q*f:(q+1)*f], qks[t])
 				d2s[t] = (*buf)[t*n*headsPerLayer : (t+1)*n*headsPerLayer]
 			}
