@@ -4,11 +4,12 @@ package gpu
 
 import "golang.org/x/sys/cpu"
 
-// hasAVX512: this CPU and OS run the AVX-512F difference form (512-bit
+// hasAVX512: this CPU and OS run the AVX-512 difference form (512-bit
 // registers enabled by the OS: golang.org/x/sys/cpu reports AVX512F only
-// then; AVX2 for avx2Kernel's functions, which small batches and large
-// stores still run).
-var hasAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F
+// then): AVX512F, DQ (KMOVB, VBROADCASTF64X2 in the query keys) and VL
+// (EVEX stores of Y16–Y31 in the tile transpose); AVX2 for avx2Kernel's
+// functions, which small batches and large stores still run.
+var hasAVX512 = cpu.X86.HasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL
 
 // avx512Kernel is the difference form with the rows in the vector lanes
 // (attend_avx512_amd64.s): the layer view's keys are
