@@ -21,9 +21,19 @@ type rowView struct {
 	vbar []float32 // n×H
 	bf16DotState
 	fmaDotState
+	tiledState
 }
 
 func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
+	return newRowViewFor(ctx, s, math.MaxInt)
+}
+
+// newRowViewFor is newRowView for a batch of nq queries: with a tiled
+// score kernel it tiles the keys here, on the cores parallelFor gives,
+// where the batch has at least tiledMinQueries queries, and otherwise
+// marks the view untiled (the untiled loop, with the same bits, is cheaper
+// than tiling for a few queries).
+func newRowViewFor(ctx context.Context, s *layerStore, nq int) (*rowView, error) {
 	n, w := s.rows, s.groups*headWidth
 	rv := &rowView{s: s, vbar: make([]float32, n*headsPerLayer)}
 	err := parallelFor(ctx, n, 1024, func(lo, hi int) {
@@ -40,6 +50,13 @@ func newRowView(ctx context.Context, s *layerStore) (*rowView, error) {
 			}
 		}
 	})
+	if err == nil && archKernel.scoresTiled != nil && tiledFits(s) {
+		if nq >= tiledMinQueries {
+			err = rv.buildTiles(ctx, archKernel)
+		} else {
+			rv.untiled = true
+		}
+	}
 	return rv, err
 }
 
@@ -100,6 +117,10 @@ func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32,
 	}
 	if kern.scoreFMA != nil {
 		c.scoresFMA(kern, rv, qks, d2s)
+		return
+	}
+	if kern.scoresTiled != nil && !rv.untiled && tiledFits(s) {
+		kern.scoresTiled(kern, c, rv, qks, d2s)
 		return
 	}
 	nb := (n + anchorBlock - 1) / anchorBlock
@@ -171,6 +192,13 @@ type attendKernel struct {
 	// scoreFMA2, if set, is scoreFMA for two queries at once, each to the
 	// bit as scoreFMA scores it alone.
 	scoreFMA2 func(k, q0, q1, qn0, qn1, kn, d20, d21 []float32, n, i0 int)
+	// scoresTiled, if set, is the whole of scoresWith for this kernel on
+	// a store that tiledFits, in the difference form with portableKernel's
+	// bits (a loop over tiles of transposed rows: attend_avx512_amd64.go).
+	scoresTiled func(kern attendKernel, c *contextFit, rv *rowView, qks [][]float32, d2s [][]float32)
+	// tile, with scoresTiled, writes a quad's bf16 keys in tiledKeys'
+	// layout (tileBF16Go is its contract).
+	tile func(dst, src []uint16, rows, qw int)
 }
 
 // portableKernel is the reference implementation, in plain Go.
@@ -360,8 +388,11 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 	f, n := c.f, c.n
 	w := len(c.anchors) / f * c.g * headWidth // a query's key slices
 	tile := queryTile(nq, n)
+	// A piece's buffer: its score planes, then its queries' key slices
+	// (every coordinate of which queryKeys writes), reused from piece to
+	// piece rather than allocated and zeroed per query and layer.
 	tiles := sync.Pool{New: func() any {
-		b := make([]float32, tile*n*headsPerLayer)
+		b := make([]float32, tile*(n*headsPerLayer+w))
 		return &b
 	}}
 	for l := range c.layers {
@@ -369,7 +400,7 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 		if err != nil {
 			return nil, err
 		}
-		rv, err := newRowView(ctx, s)
+		rv, err := newRowViewFor(ctx, s, nq)
 		if err != nil {
 			done()
 			return nil, err
@@ -381,7 +412,7 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 			d2s := make([][]float32, hi-lo)
 			for t := range qks {
 				q := lo + t
-				qks[t] = make([]float32, w)
+				qks[t] = (*buf)[tile*n*headsPerLayer+t*w : tile*n*headsPerLayer+(t+1)*w]
 				c.queryKeys(l, zq[q*f:(q+1)*f], qks[t])
 				d2s[t] = (*buf)[t*n*headsPerLayer : (t+1)*n*headsPerLayer]
 			}

@@ -14,9 +14,13 @@ var avx2Kernel = attendKernel{name: "avx2", flush: flushAVX2, widen: widenBF16AV
 // first, the fastest last (archKernel's default).
 func attendKernels() []attendKernel {
 	switch {
-	case hasAVX512BF16:
+	case hasAVX512BF16 && hasAVX512:
 		// avx512bf16 is opt-in (REGRESSD_SCORE_KERNEL): see chooseKernel.
+		return []attendKernel{portableKernel, avx2FMAKernel, avx2Kernel, avx512Kernel, avx512BF16Kernel}
+	case hasAVX512BF16:
 		return []attendKernel{portableKernel, avx2FMAKernel, avx2Kernel, avx512BF16Kernel}
+	case hasAVX512 && hasAVX2FMA:
+		return []attendKernel{portableKernel, avx2FMAKernel, avx2Kernel, avx512Kernel}
 	case hasAVX2FMA:
 		// avx2fma before avx2: it is no faster here (the pass is bound by
 		// reading the keys, not by arithmetic: docs/BENCHMARKS.md) and

@@ -23,7 +23,10 @@ func BenchmarkScore(b *testing.B) {
 	for _, g := range []int{4, 16} {
 		r := rand.New(rand.NewPCG(1, uint64(g)))
 		c, rv, qks := randomScoreCase(r, CacheDTypeBF16, n, g, nq)
-		d2s := make([][]float32, nq)
+		// One tile's planes, written by every tile in turn, as forward's
+		// pooled piece buffer is (a plane per query of all 64, 31 MB at
+		// D = 96, is memory no pass of forward writes).
+		d2s := make([][]float32, scoreTile)
 		for q := range d2s {
 			d2s[q] = make([]float32, n*headsPerLayer)
 		}
@@ -32,7 +35,7 @@ func BenchmarkScore(b *testing.B) {
 				cpu0 := cpuSeconds()
 				for range b.N {
 					for lo := 0; lo < nq; lo += scoreTile {
-						c.scoresWith(kern, rv, qks[lo:lo+scoreTile], d2s[lo:lo+scoreTile])
+						c.scoresWith(kern, rv, qks[lo:lo+scoreTile], d2s)
 					}
 				}
 				coords := float64(b.N) * nq * n * float64(g*headWidth)
@@ -53,6 +56,72 @@ func BenchmarkScore(b *testing.B) {
 	}
 }
 
+// BenchmarkScoreInt8 is BenchmarkScore on an int8 store, for the kernels
+// this machine runs but go and the dot forms.
+func BenchmarkScoreInt8(b *testing.B) {
+	const n, nq = 10000, 64
+	for _, g := range []int{4, 16} {
+		r := rand.New(rand.NewPCG(1, uint64(g)))
+		c, rv, qks := randomScoreCase(r, CacheDTypeInt8, n, g, nq)
+		d2s := make([][]float32, scoreTile)
+		for q := range d2s {
+			d2s[q] = make([]float32, n*headsPerLayer)
+		}
+		for _, kern := range attendKernels() {
+			if kern.name == portableKernel.name || kern.scoreFMA != nil || kern.scoreBF16 != nil {
+				continue
+			}
+			b.Run(fmt.Sprintf("D=%d/kernel=%s", g*headWidth, kern.name), func(b *testing.B) {
+				cpu0 := cpuSeconds()
+				for range b.N {
+					for lo := 0; lo < nq; lo += scoreTile {
+						c.scoresWith(kern, rv, qks[lo:lo+scoreTile], d2s)
+					}
+				}
+				coords := float64(b.N) * nq * n * float64(g*headWidth)
+				b.ReportMetric(coords/b.Elapsed().Seconds()/1e9, "Gcoord/s")
+				if cpu := cpuSeconds() - cpu0; cpu > 0 {
+					b.ReportMetric(coords/cpu/1e9, "Gcoord/cpu-s")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkTileKeys is the tiled kernels' once-per-layer-view cost on
+// BenchmarkScore's store: a bf16 store's keys transposed into tiles
+// (tiledKeys, the tiles' allocation included), in Gcoord/s of the
+// store's keys (n·D) and per CPU second, comparable with BenchmarkScore's
+// rate for one query.
+func BenchmarkTileKeys(b *testing.B) {
+	const n = 10000
+	for _, g := range []int{4, 16} {
+		r := rand.New(rand.NewPCG(1, uint64(g)))
+		_, rv, _ := randomScoreCase(r, CacheDTypeBF16, n, g, 1)
+		twin := portableKernel
+		twin.name, twin.tile = "go", tileBF16Go
+		kernels := []attendKernel{twin}
+		for _, k := range attendKernels() {
+			if k.tile != nil {
+				kernels = append(kernels, k)
+			}
+		}
+		for _, kern := range kernels {
+			b.Run(fmt.Sprintf("D=%d/kernel=%s", g*headWidth, kern.name), func(b *testing.B) {
+				cpu0 := cpuSeconds()
+				for range b.N {
+					(&rowView{s: rv.s}).tiledKeys(kern)
+				}
+				coords := float64(b.N) * n * float64(g*headWidth)
+				b.ReportMetric(coords/b.Elapsed().Seconds()/1e9, "Gcoord/s")
+				if cpu := cpuSeconds() - cpu0; cpu > 0 {
+					b.ReportMetric(coords/cpu/1e9, "Gcoord/cpu-s")
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkScoreTile is BenchmarkScore's case side by side on the loop
 // before chunks (loop=blocks: scoresWithBlocks or scoresFMABlocks, tiles of
 // 4 as main ran them) and scoresWith (loop=chunks) at tiles of 4 and 16,
@@ -62,7 +131,7 @@ func BenchmarkScoreTile(b *testing.B) {
 	for _, g := range []int{4, 16} {
 		r := rand.New(rand.NewPCG(1, uint64(g)))
 		c, rv, qks := randomScoreCase(r, CacheDTypeBF16, n, g, nq)
-		d2s := make([][]float32, nq)
+		d2s := make([][]float32, scoreTile) // one tile's planes, as BenchmarkScore
 		for q := range d2s {
 			d2s[q] = make([]float32, n*headsPerLayer)
 		}
@@ -83,7 +152,7 @@ func BenchmarkScoreTile(b *testing.B) {
 					cpu0 := cpuSeconds()
 					for range b.N {
 						for lo := 0; lo < nq; lo += lp.tile {
-							lp.f(kern, rv, qks[lo:lo+lp.tile], d2s[lo:lo+lp.tile])
+							lp.f(kern, rv, qks[lo:lo+lp.tile], d2s[:lp.tile])
 						}
 					}
 					coords := float64(b.N) * nq * n * float64(g*headWidth)

@@ -389,11 +389,32 @@ func (c *contextFit) rowValues(s *layerStore, vals [headsPerLayer][]float64, i i
 // quad-major: qk[quad][b][g][2·(h mod 4)+c], the same formula as the context
 // keys.
 func (c *contextFit) queryKeys(l int, x []float64, qk []float32) {
+	if c.queryKeysFast(l, x, qk) {
+		return
+	}
 	f := c.f
 	qw := c.g * quadWidth
 	nb := len(c.anchors) / f
 	for b := range nb {
 		c.keysAt(l, x, c.anchors[b*f:(b+1)*f], qk[b*qw:], nb*qw)
+	}
+}
+
+// invLanes writes layer l's inverse length scales as the vector query keys
+// read them (queryKeysFast): for quad qd, group gi and lane 2·hh+c, head
+// 4·qd+hh's scale of feature 2·gi+c, 0 past the features.
+func (c *contextFit) invLanes(l int, dst []float64) {
+	g := c.g
+	for qd := range quads {
+		for gi := range g {
+			for e := range quadWidth {
+				var v float64
+				if d := 2*gi + e%2; d < c.f {
+					v = c.layers[l][qd*quadHeads+e/2].inv[d]
+				}
+				dst[(qd*g+gi)*quadWidth+e] = v
+			}
+		}
 	}
 }
 

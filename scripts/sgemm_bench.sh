@@ -8,9 +8,11 @@
 # builds scripts/sgemm_ref.c into a temporary directory, runs it with
 # OPENBLAS_NUM_THREADS=1 for D = 96 and 384 (8 and 32 features) at 10,000
 # rows, then `go test -bench Score -cpu 1` (one core, every kernel this CPU
-# runs, and BenchmarkScoreTile: the loop before chunks beside the one
-# after), then sgemm once more, so load drift shows as a change between the
-# two sgemm lines. Compare Gcoord/s.
+# runs, BenchmarkScoreTile: the loop before chunks beside the one after,
+# BenchmarkScoreInt8: an int8 store, and BenchmarkTileKeys: the avx512
+# kernel's once-per-layer-view transposition), then sgemm once more, so
+# load drift shows as a change between the two sgemm lines. Compare
+# Gcoord/s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 benchtime=${1:-5x}
@@ -35,5 +37,5 @@ sgemm() {
 grep -m1 'model name' /proc/cpuinfo
 echo "avx512 flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^avx512(f|_bf16|_vnni)$' | tr '\n' ' ' || true)"
 sgemm
-go test -run '^$' -bench '^BenchmarkScore(Tile)?$/./kernel=(go|avx2|avx2fma|avx512bf16)$' -benchtime "$benchtime" -cpu 1 ./gpu/ | grep -E '^Benchmark|^cpu'
+go test -run '^$' -bench '^Benchmark(Score(Tile|Int8)?|TileKeys)$/./kernel=(go|avx2|avx2fma|avx512|avx512bf16)$' -benchtime "$benchtime" -cpu 1 ./gpu/ | grep -E '^Benchmark|^cpu'
 sgemm
