@@ -302,3 +302,22 @@ func TestOverlappingRunsCountEachRowOnce(t *testing.T) {
 		t.Fatalf("%d rows filled, written %v (sum %v); want 15 and 15", n, written, total)
 	}
 }
+
+// Two rows of one series at one time both to predict make one prediction,
+// and the reply counts it once: written used to fall below query_rows.
+func TestRowsSharingATimeArePredictedOnce(t *testing.T) {
+	e := pipelinetest.Start(t)
+	e.MakeTable(pipelinetest.SeriesSpec{Table: "dup", Start: pipelinetest.T0, Rows: 100, GapEach: 5})
+	if _, err := e.Pool.Exec(context.Background(), `INSERT INTO dup SELECT "time", x1 + 0.01, x2, NULL FROM dup WHERE y IS NULL`); err != nil {
+		t.Fatal(err)
+	}
+	e.CreateTrigger("dup", "request:dup", pipelinetest.Args("dup", ""))
+	st, out := e.Engine("dup", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
+	r := pipelinetest.Result(t, out)
+	if st != http.StatusOK || r["status"] != "success" || pipelinetest.Num(r["written"]) != 20 || pipelinetest.Num(r["query_rows"]) != 20 {
+		t.Fatalf("HTTP %d %v, want 20 rows to predict and 20 written", st, out)
+	}
+	if !strings.Contains(e.Logs.String(), "rows to predict share a time") {
+		t.Error("no warning logged for the rows sharing a time")
+	}
+}

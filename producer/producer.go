@@ -190,6 +190,10 @@ func (p *Producer) plan(ctx context.Context, job schemas.Job, meta *schemas.Task
 	}
 	meta.Series = series
 	examples, queries := w.split()
+	queries, dup := w.distinctTimes(queries)
+	if dup > 0 {
+		log.Warn("rows to predict share a time: one prediction per series and time", "rows_dropped", dup)
+	}
 	if a.SkipExisting && len(queries) > 0 {
 		existing, err := p.db.ExistingTimes(ctx, tsdb.Series{Measurement: a.Measurement, Target: a.Field,
 			Table: a.OutputMeasurement, Schema: a.OutputSchema, TagColumns: meta.TagColumns, Tags: series}, job.Start, job.End)

@@ -178,6 +178,22 @@ func (w window) split() (examples, queries []int) {
 	return examples, queries
 }
 
+// distinctTimes keeps the first of the rows to predict that share a time
+// (the window is in time order, so they are neighbours) and returns how
+// many it dropped. The output table holds one value per series and time:
+// the others would be written over the same point, and the reply's
+// written would fall below its query_rows with nothing saying why.
+func (w window) distinctTimes(queries []int) ([]int, int) {
+	out := queries[:0:0]
+	for k, i := range queries {
+		if k > 0 && w.times.Value(i) == w.times.Value(queries[k-1]) {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out, len(queries) - len(out)
+}
+
 // newest keeps the last n indexes (the most recent rows).
 func newest(idx []int, n int) []int {
 	if len(idx) > n {

@@ -73,6 +73,10 @@ func (p *Producer) planSeries(ctx context.Context, job schemas.Job, meta *schema
 		m.TaskID, m.Parent, m.Series = schemas.SeriesTaskID(meta.TaskID, s.key), meta.TaskID, s.tags
 		m.ReadRows, m.ReadTruncated = len(s.rows), false
 		examples, queries := w.splitRows(s.rows)
+		queries, dup := w.distinctTimes(queries)
+		if dup > 0 {
+			log.Warn("rows to predict share a time: one prediction per series and time", "series", s.key, "rows_dropped", dup)
+		}
 		if had := existing[tsdb.SeriesKey(meta.TagColumns, s.tags)]; len(had) > 0 && len(queries) > 0 {
 			queries, m.SkippedExists = w.dropExisting(queries, had)
 			p.cfg.Metrics.AddRows(metrics.RowsSkippedExisting, m.SkippedExists)
