@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"slices"
 	"strings"
@@ -37,20 +38,21 @@ type outcome struct {
 // maxGroup bounds the results one transaction commits.
 const maxGroup = 16
 
-// commitLoop writes queued results a group at a time until ctx ends.
-func (w *Writer) commitLoop(ctx context.Context) {
+// commitLoop writes the results queued on q a group at a time until ctx
+// ends.
+func (w *Writer) commitLoop(ctx context.Context, q chan *pending) {
 	for {
 		var group []*pending
 		select {
 		case <-ctx.Done():
 			return
-		case p := <-w.queue:
+		case p := <-q:
 			group = append(group, p)
 		}
 	more:
 		for len(group) < maxGroup {
 			select {
-			case p := <-w.queue:
+			case p := <-q:
 				group = append(group, p)
 			default:
 				break more
@@ -62,11 +64,23 @@ func (w *Writer) commitLoop(ctx context.Context) {
 	}
 }
 
-// write hands a result to a committer and waits for its transaction.
+// queueOf is the committer queue of a task. Every result of a task goes to
+// one committer: two transactions of this writer never hold one task's
+// ledger row at once (the second would wait on the first's commit), and a
+// task's results that arrive while its committer is busy share its next
+// transaction rather than each paying one.
+func (w *Writer) queueOf(taskID string) chan *pending {
+	h := fnv.New32a()
+	h.Write([]byte(taskID))
+	return w.queues[h.Sum32()%uint32(len(w.queues))]
+}
+
+// write hands a result to its task's committer and waits for its
+// transaction.
 func (w *Writer) write(ctx context.Context, r result) outcome {
 	p := &pending{r: r, done: make(chan outcome, 1)}
 	select {
-	case w.queue <- p:
+	case w.queueOf(r.Meta.TaskID) <- p:
 	case <-ctx.Done():
 		return outcome{err: ctx.Err()}
 	}

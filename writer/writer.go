@@ -53,8 +53,8 @@ type Writer struct {
 	knownOrder []string
 	// progress is when this writer last published a running task's summary.
 	progress map[string]time.Time
-	// queue feeds the committers.
-	queue chan *pending
+	// queues feed the committers, one each (queueOf).
+	queues []chan *pending
 }
 
 // New binds the task bucket.
@@ -73,8 +73,12 @@ func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Co
 	if err != nil {
 		return nil, err
 	}
+	queues := make([]chan *pending, cfg.Concurrency)
+	for i := range queues {
+		queues[i] = make(chan *pending)
+	}
 	return &Writer{js: js, pool: pool, tasks: kv, obj: obj, cfg: cfg, log: cfg.Logger, ensured: map[string]bool{},
-		known: map[string]struct{}{}, progress: map[string]time.Time{}, queue: make(chan *pending)}, nil
+		known: map[string]struct{}{}, progress: map[string]time.Time{}, queues: queues}, nil
 }
 
 // Run consumes results until ctx ends, and returns once every goroutine it
@@ -90,11 +94,11 @@ func (w *Writer) Run(ctx context.Context) error {
 	var committers sync.WaitGroup
 	defer committers.Wait()
 	defer stop()
-	for range w.cfg.Concurrency {
+	for _, q := range w.queues {
 		committers.Add(1)
 		go func() {
 			defer committers.Done()
-			w.commitLoop(commit)
+			w.commitLoop(commit, q)
 		}()
 	}
 	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
