@@ -150,12 +150,17 @@ func (w *Writer) apply(ctx context.Context, r result) outcome {
 	return outcome{status: statuses[0]}
 }
 
-// commit writes results in one transaction, after their tasks' ledger rows,
-// and returns for each the status its handler publishes (see applyIn).
+// commit writes results in one transaction, their tasks' ledger rows
+// first, and returns for each the status its handler publishes (see
+// applyIn).
 func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, error) {
-	if err := w.ensureTaskRows(ctx, rs); err != nil {
-		return nil, err
-	}
+	// The tasks' rows are created in the results' transaction, in the round
+	// trip of their claims: one commit (a WAL flush) per group, not one
+	// more per new task. Every result of a task goes to one committer
+	// (queueOf), so no other transaction of this writer waits on the
+	// uncommitted row; a writer in another process that holds a result of
+	// the same task waits for this commit, and then finds the row.
+	rows, queued := w.taskRows(rs)
 	var statuses []schemas.Status
 	var ensured []string
 	var n tally
@@ -163,7 +168,7 @@ func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, err
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
 		n = tally{}
-		statuses, ensured, err = w.applyIn(ctx, tx, rs, &n, nil)
+		statuses, ensured, err = w.applyIn(ctx, tx, rows, rs, &n, nil)
 		return err
 	})
 	if err != nil {
@@ -172,36 +177,51 @@ func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, err
 	committed()
 	n.record(w.cfg.Metrics)
 	w.markEnsured(ensured...) // only now: DDL rolled back with a failed transaction must run again
+	w.rememberTasks(queued)
 	return statuses, nil
 }
 
-// ensureTaskRows creates the tasks' ledger rows, all in one round trip and
-// not in the results' transaction: inside it, every other result of a task
-// would wait on its INSERT until the whole transaction committed. It is
-// idempotent, and a task row with no batch settled yet is the truth about
-// a running task. Once a row holds its task's batches, later results need
-// not ask again. rs is sorted by task.
-func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
-	var b pgx.Batch
-	var queued []schemas.TaskMeta
+// taskRows queues the creation of the ledger rows of the tasks of rs
+// (sorted by task) this writer does not know to exist; queued are their
+// metas, for rememberTasks once the rows are committed. It is idempotent,
+// and a task row with no batch settled yet is the truth about a running
+// task. Once a row holds its task's batches, later results need not ask
+// again.
+func (w *Writer) taskRows(rs []result) (b *pgx.Batch, queued []schemas.TaskMeta) {
 	for i, r := range rs {
 		if w.isKnown(r.Meta.TaskID) || (i > 0 && rs[i-1].Meta.TaskID == r.Meta.TaskID) {
 			continue
 		}
 		queued = append(queued, r.Meta)
 	}
-	if len(queued) == 0 {
-		return nil
+	b = &pgx.Batch{}
+	if len(queued) > 0 {
+		queueTasks(b, queued)
 	}
-	queueTasks(&b, queued)
-	if err := w.pool.SendBatch(ctx, &b).Close(); err != nil {
-		return fmt.Errorf("ledger task: %w", err)
-	}
-	for _, m := range queued {
+	return b, queued
+}
+
+// rememberTasks marks tasks whose rows hold their batches as known.
+func (w *Writer) rememberTasks(ms []schemas.TaskMeta) {
+	for _, m := range ms {
 		if m.Batches > 0 {
 			w.remember(m.TaskID)
 		}
 	}
+}
+
+// ensureTaskRows creates the tasks' ledger rows (taskRows) in one round
+// trip of their own, outside the results' transaction: a pack's series
+// are tasks of their own, and a pack's results go to no committer.
+func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
+	b, queued := w.taskRows(rs)
+	if len(queued) == 0 {
+		return nil
+	}
+	if err := w.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("ledger task: %w", err)
+	}
+	w.rememberTasks(queued)
 	return nil
 }
 
@@ -218,9 +238,10 @@ const statusCovered schemas.Status = "covered"
 // result written before).
 // A pack's results (counted not nil: each of a series of its own, batch 0)
 // settle their tasks in one statement (finishSeries), which adds the
-// series it counts into their run to *counted.
-func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally, counted *int) (statuses []schemas.Status, ensured []string, err error) {
-	fresh, err := claimBatches(ctx, tx, rs)
+// series it counts into their run to *counted. The statements queued in
+// pre (nil: none) run first, in the claims' round trip.
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, pre *pgx.Batch, rs []result, n *tally, counted *int) (statuses []schemas.Status, ensured []string, err error) {
+	fresh, err := claimBatches(ctx, tx, pre, rs)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -73,8 +73,9 @@ func queueTasks(b *pgx.Batch, ms []schemas.TaskMeta) {
 // which are new; false means a batch was recorded before (a redelivery) and
 // must not be written again. One exception: a batch recorded as failed (it
 // was dead-lettered) whose result now succeeds (retried from the DLQ) has
-// its failure undone here and is written as new.
-func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
+// its failure undone here and is written as new. The statements queued in
+// pre (nil: none) run first, in the same round trip.
+func claimBatches(ctx context.Context, tx pgx.Tx, pre *pgx.Batch, rs []result) ([]bool, error) {
 	n := len(rs)
 	tasks, batches, statuses, rows, msgs, codes := make([]string, n), make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]int32, n)
 	// written is what a result's points are expected to write; its
@@ -87,9 +88,21 @@ func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
 			statuses[i] = string(schemas.StatusVerdict)
 		}
 	}
-	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code, outside, written)
+	if pre == nil {
+		pre = &pgx.Batch{}
+	}
+	first := pre.Len()
+	pre.Queue(`INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code, outside, written)
 		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::int[], $7::int[], $8::int[])
 		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs, codes, outside, written)
+	br := tx.SendBatch(ctx, pre)
+	defer br.Close()
+	for range first {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("ledger task: %w", err)
+		}
+	}
+	claimed, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("ledger batch: %w", err)
 	}
@@ -104,6 +117,9 @@ func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
 		return nil
 	})
 	if err != nil {
+		return nil, fmt.Errorf("ledger batch: %w", err)
+	}
+	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("ledger batch: %w", err)
 	}
 	out := make([]bool, n)
