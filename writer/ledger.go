@@ -284,12 +284,13 @@ func summary(ctx context.Context, db interface {
 }, taskID string) (schemas.TaskSummary, error) {
 	var s schemas.TaskSummary
 	var dry bool
+	var seriesTotal int
 	err := db.QueryRow(ctx, `SELECT task_id, trigger_name, status, message, written, batches, batches_done, batches_failed,
 		remaining, context_rows, query_rows, read_rows, read_truncated, skipped_existing, window_start, window_end, model, dry_run, updated, code,
-		outside_range
+		outside_range, series_total
 		FROM regressd_tasks WHERE task_id = $1`, taskID).Scan(&s.TaskID, &s.Trigger, &s.Status, &s.Message, &s.Written,
 		&s.Batches, &s.BatchesDone, &s.BatchesFailed, &s.Remaining, &s.ContextRows, &s.QueryRows, &s.ReadRows,
-		&s.ReadTruncated, &s.SkippedExisting, &s.Start, &s.End, &s.Model, &dry, &s.Updated, &s.Code, &s.OutsideRange)
+		&s.ReadTruncated, &s.SkippedExisting, &s.Start, &s.End, &s.Model, &dry, &s.Updated, &s.Code, &s.OutsideRange, &seriesTotal)
 	if err != nil {
 		return s, fmt.Errorf("read task %s: %w", taskID, err)
 	}
@@ -331,8 +332,12 @@ func summary(ctx context.Context, db interface {
 			s.Predictions[i].Time = s.Predictions[i].Time.UTC()
 		}
 	}
-	if err := addSeries(ctx, db, &s, dry); err != nil {
-		return s, err
+	// Only a group_by run (series announced) lists series: the others need
+	// no second look at the ledger.
+	if seriesTotal > 0 {
+		if err := addSeries(ctx, db, &s, dry); err != nil {
+			return s, err
+		}
 	}
 	if s.Updated.IsZero() {
 		s.Updated = time.Now().UTC()
