@@ -160,18 +160,24 @@ func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, err
 	// (queueOf), so no other transaction of this writer waits on the
 	// uncommitted row; a writer in another process that holds a result of
 	// the same task waits for this commit, and then finds the row.
-	rows, queued := w.taskRows(rs)
-	var statuses []schemas.Status
-	var ensured []string
+	pre := beginBatch()
+	queued := w.taskRows(pre, rs)
 	var n tally
 	committed := w.cfg.Metrics.Time(metrics.StageWriterCommit)
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		var err error
-		n = tally{}
-		statuses, ensured, err = w.applyIn(ctx, tx, rows, rs, &n, nil)
-		return err
-	})
+	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
+		return nil, fmt.Errorf("write results: %w", err)
+	}
+	// A connection left in a transaction (a failed ROLLBACK) is closed by
+	// Release, not reused.
+	defer conn.Release()
+	tx := &pipelinedTx{conn: conn.Conn()}
+	statuses, ensured, err := w.applyIn(ctx, tx, pre, true, rs, &n, nil)
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	committed()
@@ -181,24 +187,23 @@ func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, err
 	return statuses, nil
 }
 
-// taskRows queues the creation of the ledger rows of the tasks of rs
+// taskRows queues on b the creation of the ledger rows of the tasks of rs
 // (sorted by task) this writer does not know to exist; queued are their
 // metas, for rememberTasks once the rows are committed. It is idempotent,
 // and a task row with no batch settled yet is the truth about a running
 // task. Once a row holds its task's batches, later results need not ask
 // again.
-func (w *Writer) taskRows(rs []result) (b *pgx.Batch, queued []schemas.TaskMeta) {
+func (w *Writer) taskRows(b *pgx.Batch, rs []result) (queued []schemas.TaskMeta) {
 	for i, r := range rs {
 		if w.isKnown(r.Meta.TaskID) || (i > 0 && rs[i-1].Meta.TaskID == r.Meta.TaskID) {
 			continue
 		}
 		queued = append(queued, r.Meta)
 	}
-	b = &pgx.Batch{}
 	if len(queued) > 0 {
 		queueTasks(b, queued)
 	}
-	return b, queued
+	return queued
 }
 
 // rememberTasks marks tasks whose rows hold their batches as known.
@@ -214,11 +219,12 @@ func (w *Writer) rememberTasks(ms []schemas.TaskMeta) {
 // trip of their own, outside the results' transaction: a pack's series
 // are tasks of their own, and a pack's results go to no committer.
 func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
-	b, queued := w.taskRows(rs)
+	var b pgx.Batch
+	queued := w.taskRows(&b, rs)
 	if len(queued) == 0 {
 		return nil
 	}
-	if err := w.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := w.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("ledger task: %w", err)
 	}
 	w.rememberTasks(queued)
@@ -239,8 +245,9 @@ const statusCovered schemas.Status = "covered"
 // A pack's results (counted not nil: each of a series of its own, batch 0)
 // settle their tasks in one statement (finishSeries), which adds the
 // series it counts into their run to *counted. The statements queued in
-// pre (nil: none) run first, in the claims' round trip.
-func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, pre *pgx.Batch, rs []result, n *tally, counted *int) (statuses []schemas.Status, ensured []string, err error) {
+// pre (nil: none) run first, in the claims' round trip; with commit, the
+// tasks' updates end with tx's COMMIT (pipelinedTx).
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, pre *pgx.Batch, commit bool, rs []result, n *tally, counted *int) (statuses []schemas.Status, ensured []string, err error) {
 	fresh, err := claimBatches(ctx, tx, pre, rs)
 	if err != nil {
 		return nil, nil, err
@@ -300,7 +307,7 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, pre *pgx.Batch, rs []re
 	if counted != nil {
 		tasks, err = finishSeries(ctx, tx, rs, out, counted)
 	} else {
-		tasks, err = finishTasks(ctx, tx, rs, out)
+		tasks, err = finishTasks(ctx, tx, rs, out, commit)
 	}
 	if err != nil {
 		return nil, nil, err

@@ -165,8 +165,9 @@ type settled struct {
 // finishTasks adds the outcomes of claimed batches (rs[i] with out[i] not
 // nil; rs sorted by task) to their tasks, one statement per task, all sent
 // at once; each task's status is settled once every batch is in. It
-// returns each task's status after its batches.
-func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (map[string]schemas.Status, error) {
+// returns each task's status after its batches. With commit, the
+// transaction's COMMIT goes in the same round trip (pipelinedTx).
+func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled, commit bool) (map[string]schemas.Status, error) {
 	var b pgx.Batch
 	// reads[k] is the task whose status the k-th statement returns, or ""
 	// for a preview's update.
@@ -225,6 +226,9 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 	if len(reads) == 0 {
 		return statuses, nil
 	}
+	if commit {
+		queueCommit(&b)
+	}
 	// One round trip for every task of the group; the statements run in
 	// the group's order, so two groups lock their tasks' rows alike.
 	br := tx.SendBatch(ctx, &b)
@@ -241,6 +245,11 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 			return nil, fmt.Errorf("ledger task update: %w", err)
 		}
 		statuses[task] = st
+	}
+	if commit {
+		if err := commitResult(br); err != nil {
+			return nil, err
+		}
 	}
 	return statuses, br.Close()
 }
