@@ -24,8 +24,9 @@ import (
 // Config configures a Writer.
 type Config struct {
 	// Concurrency is the number of transactions written at once. Default 4.
-	// Each commits every result that arrived while the previous one ran
-	// (group commit), up to maxGroup.
+	// Each committer owns the tasks queueOf gives it and commits every
+	// result of them that arrived while its previous transaction ran (group
+	// commit), up to maxGroup.
 	Concurrency int
 	Logger      *slog.Logger
 	// Metrics records commits, rows written and tasks settled; nil
@@ -82,10 +83,11 @@ func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Co
 }
 
 // Run consumes results until ctx ends, and returns once every goroutine it
-// started has. Handlers (maxGroup per committer)
-// decode and queue their results; Concurrency committers each write what
-// is queued in one transaction. A commit pays a WAL flush and two round
-// trips, so results that arrive together share one.
+// started has. Handlers (maxGroup per committer) decode and queue their
+// results on their task's committer (queueOf); each of the Concurrency
+// committers writes what is queued for it in one transaction. A commit
+// pays a WAL flush and four round trips (pipelinedTx), so results that
+// arrive together share one.
 func (w *Writer) Run(ctx context.Context) error {
 	// The committers outlive ctx: handlers still finishing in Consume's
 	// grace hand them their results. They stop once Consume returned, when
