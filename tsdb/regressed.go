@@ -199,13 +199,19 @@ var textTypes = []string{"text", "character varying"}
 func CheckRegressed(ctx context.Context, q querier, s Series) error {
 	name := s.OutputName()
 	// pg_catalog rather than information_schema: it runs for every task,
-	// and the catalog answers in a fraction of the view's time.
-	rows, err := q.Query(ctx, `
+	// and the catalog answers in a fraction of the view's time. The
+	// columns and the identity indexes are read in one round trip.
+	var b pgx.Batch
+	b.Queue(`
 		SELECT a.attname, format_type(a.atttypid, NULL),
 			a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
 		FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
 		WHERE c.relname = $1 AND c.relnamespace = `+inSchema(2)+`
 		  AND a.attnum > 0 AND NOT a.attisdropped`, s.Output(), s.Schema)
+	queueIdentityTags(&b, s)
+	br := q.SendBatch(ctx, &b)
+	defer br.Close()
+	rows, err := br.Query()
 	if err != nil {
 		return fmt.Errorf("describe %s: %w", name, err)
 	}
@@ -220,6 +226,17 @@ func CheckRegressed(ctx context.Context, q querier, s Series) error {
 		cols[c] = col
 		return nil
 	}); err != nil {
+		return fmt.Errorf("describe %s: %w", name, err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return fmt.Errorf("describe %s's identity: %w", name, err)
+	}
+	sets, err := identityTags(rows, s)
+	if err != nil {
+		return err
+	}
+	if err := br.Close(); err != nil {
 		return fmt.Errorf("describe %s: %w", name, err)
 	}
 	if len(cols) == 0 {
@@ -254,7 +271,7 @@ func CheckRegressed(ctx context.Context, q querier, s Series) error {
 		problems = append(problems, fmt.Sprintf("column %q is NOT NULL with no default, and predictions have no value for it", n))
 	}
 	if len(problems) == 0 {
-		problem, err := checkIdentityTags(ctx, q, s)
+		problem, err := checkIdentityTags(ctx, q, s, sets)
 		if err != nil || problem == "" {
 			return err
 		}

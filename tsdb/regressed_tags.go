@@ -17,20 +17,7 @@ import (
 // indexes (one set per index, each sorted), none when the table or index is
 // not there yet. The columns an index covers through coalesce are recorded
 // as its dependencies in pg_depend, its plain ones too.
-func identityTags(ctx context.Context, q querier, s Series) ([][]string, error) {
-	rows, err := q.Query(ctx, `
-		SELECT i.relname::text, coalesce(array_agg(DISTINCT a.attname::text) FILTER (WHERE a.attname NOT IN ('source', 'target', 'model', 'time', 'value')), '{}')
-		FROM pg_catalog.pg_index x
-		JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
-		JOIN pg_catalog.pg_class c ON c.oid = x.indrelid
-		LEFT JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = x.indexrelid
-			AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = x.indrelid AND d.refobjsubid > 0
-		LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = d.refobjsubid
-		WHERE c.relname = $1 AND c.relnamespace = `+inSchema(2)+` AND i.relname LIKE 'regressd\_ident\_%'
-		GROUP BY i.relname`, s.Output(), s.Schema)
-	if err != nil {
-		return nil, fmt.Errorf("describe %s's identity: %w", s.OutputName(), err)
-	}
+func identityTags(rows pgx.Rows, s Series) ([][]string, error) {
 	var out [][]string
 	var name string
 	var tags []string
@@ -44,8 +31,23 @@ func identityTags(ctx context.Context, q querier, s Series) ([][]string, error) 
 	return out, nil
 }
 
+// queueIdentityTags queues on b the query identityTags reads.
+func queueIdentityTags(b *pgx.Batch, s Series) {
+	b.Queue(`
+		SELECT i.relname::text, coalesce(array_agg(DISTINCT a.attname::text) FILTER (WHERE a.attname NOT IN ('source', 'target', 'model', 'time', 'value')), '{}')
+		FROM pg_catalog.pg_index x
+		JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
+		JOIN pg_catalog.pg_class c ON c.oid = x.indrelid
+		LEFT JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = x.indexrelid
+			AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = x.indrelid AND d.refobjsubid > 0
+		LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = d.refobjsubid
+		WHERE c.relname = $1 AND c.relnamespace = `+inSchema(2)+` AND i.relname LIKE 'regressd\_ident\_%'
+		GROUP BY i.relname`, s.Output(), s.Schema)
+}
+
 type querier interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
 }
 
 // checkIdentityTags returns a problem when the output table is keyed on
@@ -53,11 +55,8 @@ type querier interface {
 // source: the table is that source's, and re-keying it would break its
 // writes. A table only this source has written follows the source's tag
 // columns (a tag column added to the source).
-func checkIdentityTags(ctx context.Context, q querier, s Series) (string, error) {
-	sets, err := identityTags(ctx, q, s)
-	if err != nil {
-		return "", err
-	}
+// sets are the table's identity tag sets (identityTags).
+func checkIdentityTags(ctx context.Context, q querier, s Series, sets [][]string) (string, error) {
 	ours := slices.Clone(s.TagColumns)
 	slices.Sort(ours)
 	for _, set := range sets {

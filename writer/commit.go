@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"slices"
 	"strings"
@@ -37,20 +38,21 @@ type outcome struct {
 // maxGroup bounds the results one transaction commits.
 const maxGroup = 16
 
-// commitLoop writes queued results a group at a time until ctx ends.
-func (w *Writer) commitLoop(ctx context.Context) {
+// commitLoop writes the results queued on q a group at a time until ctx
+// ends.
+func (w *Writer) commitLoop(ctx context.Context, q chan *pending) {
 	for {
 		var group []*pending
 		select {
 		case <-ctx.Done():
 			return
-		case p := <-w.queue:
+		case p := <-q:
 			group = append(group, p)
 		}
 	more:
 		for len(group) < maxGroup {
 			select {
-			case p := <-w.queue:
+			case p := <-q:
 				group = append(group, p)
 			default:
 				break more
@@ -62,11 +64,23 @@ func (w *Writer) commitLoop(ctx context.Context) {
 	}
 }
 
-// write hands a result to a committer and waits for its transaction.
+// queueOf is the committer queue of a task. Every result of a task goes to
+// one committer: two transactions of this writer never hold one task's
+// ledger row at once (the second would wait on the first's commit), and a
+// task's results that arrive while its committer is busy share its next
+// transaction rather than each paying one.
+func (w *Writer) queueOf(taskID string) chan *pending {
+	h := fnv.New32a()
+	h.Write([]byte(taskID))
+	return w.queues[h.Sum32()%uint32(len(w.queues))]
+}
+
+// write hands a result to its task's committer and waits for its
+// transaction.
 func (w *Writer) write(ctx context.Context, r result) outcome {
 	p := &pending{r: r, done: make(chan outcome, 1)}
 	select {
-	case w.queue <- p:
+	case w.queueOf(r.Meta.TaskID) <- p:
 	case <-ctx.Done():
 		return outcome{err: ctx.Err()}
 	}
@@ -136,58 +150,84 @@ func (w *Writer) apply(ctx context.Context, r result) outcome {
 	return outcome{status: statuses[0]}
 }
 
-// commit writes results in one transaction, after their tasks' ledger rows,
-// and returns for each the status its handler publishes (see applyIn).
+// commit writes results in one transaction, their tasks' ledger rows
+// first, and returns for each the status its handler publishes (see
+// applyIn).
 func (w *Writer) commit(ctx context.Context, rs []result) ([]schemas.Status, error) {
-	if err := w.ensureTaskRows(ctx, rs); err != nil {
-		return nil, err
-	}
-	var statuses []schemas.Status
-	var ensured []string
+	// The tasks' rows are created in the results' transaction, in the round
+	// trip of their claims: one commit (a WAL flush) per group, not one
+	// more per new task. Every result of a task goes to one committer
+	// (queueOf), so no other transaction of this writer waits on the
+	// uncommitted row; a writer in another process that holds a result of
+	// the same task waits for this commit, and then finds the row.
+	pre := beginBatch()
+	queued := w.taskRows(pre, rs)
 	var n tally
 	committed := w.cfg.Metrics.Time(metrics.StageWriterCommit)
-	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		var err error
-		n = tally{}
-		statuses, ensured, err = w.applyIn(ctx, tx, rs, &n, nil)
-		return err
-	})
+	conn, err := w.pool.Acquire(ctx)
 	if err != nil {
+		return nil, fmt.Errorf("write results: %w", err)
+	}
+	// A connection left in a transaction (a failed ROLLBACK) is closed by
+	// Release, not reused.
+	defer conn.Release()
+	tx := &pipelinedTx{conn: conn.Conn()}
+	statuses, ensured, err := w.applyIn(ctx, tx, pre, true, rs, &n, nil)
+	if err == nil {
+		err = tx.Commit(ctx)
+	}
+	if err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	committed()
 	n.record(w.cfg.Metrics)
 	w.markEnsured(ensured...) // only now: DDL rolled back with a failed transaction must run again
+	w.rememberTasks(queued)
 	return statuses, nil
 }
 
-// ensureTaskRows creates the tasks' ledger rows, all in one round trip and
-// not in the results' transaction: inside it, every other result of a task
-// would wait on its INSERT until the whole transaction committed. It is
-// idempotent, and a task row with no batch settled yet is the truth about
-// a running task. Once a row holds its task's batches, later results need
-// not ask again. rs is sorted by task.
-func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
-	var b pgx.Batch
-	var queued []schemas.TaskMeta
+// taskRows queues on b the creation of the ledger rows of the tasks of rs
+// (sorted by task) this writer does not know to exist; queued are their
+// metas, for rememberTasks once the rows are committed. It is idempotent,
+// and a task row with no batch settled yet is the truth about a running
+// task. Once a row holds its task's batches, later results need not ask
+// again.
+func (w *Writer) taskRows(b *pgx.Batch, rs []result) (queued []schemas.TaskMeta) {
 	for i, r := range rs {
 		if w.isKnown(r.Meta.TaskID) || (i > 0 && rs[i-1].Meta.TaskID == r.Meta.TaskID) {
 			continue
 		}
 		queued = append(queued, r.Meta)
 	}
-	if len(queued) == 0 {
-		return nil
+	if len(queued) > 0 {
+		queueTasks(b, queued)
 	}
-	queueTasks(&b, queued)
-	if err := w.pool.SendBatch(ctx, &b).Close(); err != nil {
-		return fmt.Errorf("ledger task: %w", err)
-	}
-	for _, m := range queued {
+	return queued
+}
+
+// rememberTasks marks tasks whose rows hold their batches as known.
+func (w *Writer) rememberTasks(ms []schemas.TaskMeta) {
+	for _, m := range ms {
 		if m.Batches > 0 {
 			w.remember(m.TaskID)
 		}
 	}
+}
+
+// ensureTaskRows creates the tasks' ledger rows (taskRows) in one round
+// trip of their own, outside the results' transaction: a pack's series
+// are tasks of their own, and a pack's results go to no committer.
+func (w *Writer) ensureTaskRows(ctx context.Context, rs []result) error {
+	var b pgx.Batch
+	queued := w.taskRows(&b, rs)
+	if len(queued) == 0 {
+		return nil
+	}
+	if err := w.pool.SendBatch(ctx, &b).Close(); err != nil {
+		return fmt.Errorf("ledger task: %w", err)
+	}
+	w.rememberTasks(queued)
 	return nil
 }
 
@@ -204,9 +244,11 @@ const statusCovered schemas.Status = "covered"
 // result written before).
 // A pack's results (counted not nil: each of a series of its own, batch 0)
 // settle their tasks in one statement (finishSeries), which adds the
-// series it counts into their run to *counted.
-func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally, counted *int) (statuses []schemas.Status, ensured []string, err error) {
-	fresh, err := claimBatches(ctx, tx, rs)
+// series it counts into their run to *counted. The statements queued in
+// pre (nil: none) run first, in the claims' round trip; with commit, the
+// tasks' updates end with tx's COMMIT (pipelinedTx).
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, pre *pgx.Batch, commit bool, rs []result, n *tally, counted *int) (statuses []schemas.Status, ensured []string, err error) {
+	fresh, err := claimBatches(ctx, tx, pre, rs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -265,7 +307,7 @@ func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, rs []result, n *tally, 
 	if counted != nil {
 		tasks, err = finishSeries(ctx, tx, rs, out, counted)
 	} else {
-		tasks, err = finishTasks(ctx, tx, rs, out)
+		tasks, err = finishTasks(ctx, tx, rs, out, commit)
 	}
 	if err != nil {
 		return nil, nil, err

@@ -73,8 +73,9 @@ func queueTasks(b *pgx.Batch, ms []schemas.TaskMeta) {
 // which are new; false means a batch was recorded before (a redelivery) and
 // must not be written again. One exception: a batch recorded as failed (it
 // was dead-lettered) whose result now succeeds (retried from the DLQ) has
-// its failure undone here and is written as new.
-func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
+// its failure undone here and is written as new. The statements queued in
+// pre (nil: none) run first, in the same round trip.
+func claimBatches(ctx context.Context, tx pgx.Tx, pre *pgx.Batch, rs []result) ([]bool, error) {
 	n := len(rs)
 	tasks, batches, statuses, rows, msgs, codes := make([]string, n), make([]int32, n), make([]string, n), make([]int32, n), make([]string, n), make([]int32, n)
 	// written is what a result's points are expected to write; its
@@ -87,9 +88,21 @@ func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
 			statuses[i] = string(schemas.StatusVerdict)
 		}
 	}
-	claimed, err := tx.Query(ctx, `INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code, outside, written)
+	if pre == nil {
+		pre = &pgx.Batch{}
+	}
+	first := pre.Len()
+	pre.Queue(`INSERT INTO regressd_task_batches (task_id, batch_no, status, rows, message, code, outside, written)
 		SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::text[], $6::int[], $7::int[], $8::int[])
 		ON CONFLICT DO NOTHING RETURNING task_id, batch_no`, tasks, batches, statuses, rows, msgs, codes, outside, written)
+	br := tx.SendBatch(ctx, pre)
+	defer br.Close()
+	for range first {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("ledger task: %w", err)
+		}
+	}
+	claimed, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("ledger batch: %w", err)
 	}
@@ -104,6 +117,9 @@ func claimBatches(ctx context.Context, tx pgx.Tx, rs []result) ([]bool, error) {
 		return nil
 	})
 	if err != nil {
+		return nil, fmt.Errorf("ledger batch: %w", err)
+	}
+	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("ledger batch: %w", err)
 	}
 	out := make([]bool, n)
@@ -149,8 +165,9 @@ type settled struct {
 // finishTasks adds the outcomes of claimed batches (rs[i] with out[i] not
 // nil; rs sorted by task) to their tasks, one statement per task, all sent
 // at once; each task's status is settled once every batch is in. It
-// returns each task's status after its batches.
-func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (map[string]schemas.Status, error) {
+// returns each task's status after its batches. With commit, the
+// transaction's COMMIT goes in the same round trip (pipelinedTx).
+func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled, commit bool) (map[string]schemas.Status, error) {
 	var b pgx.Batch
 	// reads[k] is the task whose status the k-th statement returns, or ""
 	// for a preview's update.
@@ -209,6 +226,9 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 	if len(reads) == 0 {
 		return statuses, nil
 	}
+	if commit {
+		queueCommit(&b)
+	}
 	// One round trip for every task of the group; the statements run in
 	// the group's order, so two groups lock their tasks' rows alike.
 	br := tx.SendBatch(ctx, &b)
@@ -225,6 +245,11 @@ func finishTasks(ctx context.Context, tx pgx.Tx, rs []result, out []*settled) (m
 			return nil, fmt.Errorf("ledger task update: %w", err)
 		}
 		statuses[task] = st
+	}
+	if commit {
+		if err := commitResult(br); err != nil {
+			return nil, err
+		}
 	}
 	return statuses, br.Close()
 }
@@ -268,12 +293,13 @@ func summary(ctx context.Context, db interface {
 }, taskID string) (schemas.TaskSummary, error) {
 	var s schemas.TaskSummary
 	var dry bool
+	var seriesTotal int
 	err := db.QueryRow(ctx, `SELECT task_id, trigger_name, status, message, written, batches, batches_done, batches_failed,
 		remaining, context_rows, query_rows, read_rows, read_truncated, skipped_existing, window_start, window_end, model, dry_run, updated, code,
-		outside_range
+		outside_range, series_total
 		FROM regressd_tasks WHERE task_id = $1`, taskID).Scan(&s.TaskID, &s.Trigger, &s.Status, &s.Message, &s.Written,
 		&s.Batches, &s.BatchesDone, &s.BatchesFailed, &s.Remaining, &s.ContextRows, &s.QueryRows, &s.ReadRows,
-		&s.ReadTruncated, &s.SkippedExisting, &s.Start, &s.End, &s.Model, &dry, &s.Updated, &s.Code, &s.OutsideRange)
+		&s.ReadTruncated, &s.SkippedExisting, &s.Start, &s.End, &s.Model, &dry, &s.Updated, &s.Code, &s.OutsideRange, &seriesTotal)
 	if err != nil {
 		return s, fmt.Errorf("read task %s: %w", taskID, err)
 	}
@@ -315,8 +341,12 @@ func summary(ctx context.Context, db interface {
 			s.Predictions[i].Time = s.Predictions[i].Time.UTC()
 		}
 	}
-	if err := addSeries(ctx, db, &s, dry); err != nil {
-		return s, err
+	// Only a group_by run (series announced) lists series: the others need
+	// no second look at the ledger.
+	if seriesTotal > 0 {
+		if err := addSeries(ctx, db, &s, dry); err != nil {
+			return s, err
+		}
 	}
 	if s.Updated.IsZero() {
 		s.Updated = time.Now().UTC()

@@ -121,7 +121,7 @@ func (w *Writer) commitPack(ctx context.Context, parent string, rs []result) (en
 		var err error
 		n = tally{}
 		counted := 0
-		if _, ensured, err = w.applyIn(ctx, tx, rs, &n, &counted); err != nil {
+		if _, ensured, err = w.applyIn(ctx, tx, nil, false, rs, &n, &counted); err != nil {
 			return err
 		}
 		ended, total, err = countEnded(ctx, tx, parent, ids, counted)

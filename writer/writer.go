@@ -24,8 +24,9 @@ import (
 // Config configures a Writer.
 type Config struct {
 	// Concurrency is the number of transactions written at once. Default 4.
-	// Each commits every result that arrived while the previous one ran
-	// (group commit), up to maxGroup.
+	// Each committer owns the tasks queueOf gives it and commits every
+	// result of them that arrived while its previous transaction ran (group
+	// commit), up to maxGroup.
 	Concurrency int
 	Logger      *slog.Logger
 	// Metrics records commits, rows written and tasks settled; nil
@@ -53,8 +54,8 @@ type Writer struct {
 	knownOrder []string
 	// progress is when this writer last published a running task's summary.
 	progress map[string]time.Time
-	// queue feeds the committers.
-	queue chan *pending
+	// queues feed the committers, one each (queueOf).
+	queues []chan *pending
 }
 
 // New binds the task bucket.
@@ -73,15 +74,20 @@ func New(ctx context.Context, js jetstream.JetStream, pool *pgxpool.Pool, cfg Co
 	if err != nil {
 		return nil, err
 	}
+	queues := make([]chan *pending, cfg.Concurrency)
+	for i := range queues {
+		queues[i] = make(chan *pending)
+	}
 	return &Writer{js: js, pool: pool, tasks: kv, obj: obj, cfg: cfg, log: cfg.Logger, ensured: map[string]bool{},
-		known: map[string]struct{}{}, progress: map[string]time.Time{}, queue: make(chan *pending)}, nil
+		known: map[string]struct{}{}, progress: map[string]time.Time{}, queues: queues}, nil
 }
 
 // Run consumes results until ctx ends, and returns once every goroutine it
-// started has. Handlers (maxGroup per committer)
-// decode and queue their results; Concurrency committers each write what
-// is queued in one transaction. A commit pays a WAL flush and two round
-// trips, so results that arrive together share one.
+// started has. Handlers (maxGroup per committer) decode and queue their
+// results on their task's committer (queueOf); each of the Concurrency
+// committers writes what is queued for it in one transaction. A commit
+// pays a WAL flush and four round trips (pipelinedTx), so results that
+// arrive together share one.
 func (w *Writer) Run(ctx context.Context) error {
 	// The committers outlive ctx: handlers still finishing in Consume's
 	// grace hand them their results. They stop once Consume returned, when
@@ -90,11 +96,11 @@ func (w *Writer) Run(ctx context.Context) error {
 	var committers sync.WaitGroup
 	defer committers.Wait()
 	defer stop()
-	for range w.cfg.Concurrency {
+	for _, q := range w.queues {
 		committers.Add(1)
 		go func() {
 			defer committers.Done()
-			w.commitLoop(commit)
+			w.commitLoop(commit, q)
 		}()
 	}
 	return bus.Consume(ctx, w.js, bus.ConsumerConfig{
