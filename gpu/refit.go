@@ -1,0 +1,127 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// FitLike fits r on the context X, y (as Fit) with everything base learnt
+// that does not belong to base's rows: its preprocessing (column medians,
+// standardisation, projection), the GP hyperparameters, the readout's
+// weights and far readouts, and the predictive distribution's quantiles.
+// Only what belongs to the rows is computed again: the GP solves of the
+// solve heads, the trend, the canonical order and the context's spread.
+// That skips Fit's hyperparameter search and its scoring of the readout —
+// most of its cost — so it suits many contexts drawn from one table, such
+// as the windows of a large-context policy (gpu/largectx), with base
+// fitted once on a sample of the table. Intervals take one global scale
+// (base's) instead of a locally weighted one.
+//
+// base must be fitted, with the same model; a base that learnt nothing
+// (a constant model) or a context the memory policy would subsample make
+// FitLike a plain Fit. Safe to call concurrently with other FitLike calls
+// on the same base; base must not be refitted meanwhile.
+func (r *Regressor) FitLike(ctx context.Context, base *Regressor, X [][]float64, y []float64) error {
+	if base == nil || base.fit == nil {
+		return errors.New("fit like: base is not fitted")
+	}
+	if base.cfg.info.Slug != r.cfg.info.Slug {
+		return fmt.Errorf("fit like: base is model %s, this regressor %s", base.cfg.info.Slug, r.cfg.info.Slug)
+	}
+	feats := int64(max(len(X), 1))
+	if len(X) > 0 {
+		feats = int64(max(len(X[0]), 1))
+	}
+	if keep := r.elementsBudget()/feats - 1; base.fit.constant || (!r.streams() && int64(len(X)) > keep) {
+		return r.Fit(ctx, X, y)
+	}
+	ctx, leave, err := r.cores.enter(ctx)
+	if err != nil {
+		return fmt.Errorf("fit like: %w", err)
+	}
+	defer leave()
+	r.mu.Lock()
+	r.freeCacheLocked()
+	r.calls = 0
+	r.mu.Unlock()
+	r.fit, r.dropped = nil, 0
+	c, err := refitContext(ctx, r.cfg, base.fit, X, y)
+	if err != nil {
+		return fmt.Errorf("fit like: %w", err)
+	}
+	r.fit = c
+	return nil
+}
+
+// refitContext is fitContext with base's row-independent choices kept.
+func refitContext(ctx context.Context, cfg modelConfig, base *contextFit, X [][]float64, y []float64) (*contextFit, error) {
+	if len(X) == 0 {
+		return nil, errors.New("empty context: fit needs at least one row")
+	}
+	if len(X) != len(y) {
+		return nil, fmt.Errorf("context has %d rows but %d targets", len(X), len(y))
+	}
+	pp := base.pp
+	z, err := pp.transform(X)
+	if err != nil {
+		return nil, err
+	}
+	n, f := len(X), pp.outDim
+	yt := make([]float64, n)
+	for i, v := range y {
+		if missing(v) {
+			return nil, fmt.Errorf("target of context row %d is not a finite number", i)
+		}
+		yt[i] = (v - pp.yMean) / pp.yScale
+	}
+	ard, iso := base.hyper[0], base.hyper[1]
+	c := &contextFit{pp: pp, n: n, f: f, g: (f + 1) / 2, hyper: base.hyper, solveChunk: base.solveChunk, trendW: base.trendW}
+	// Canonical order as fitContext lays it out.
+	fine := 0
+	for d := range f {
+		if ard.ell[d] < ard.ell[fine] {
+			fine = d
+		}
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return z[order[a]*f+fine] < z[order[b]*f+fine] })
+	c.z, c.ys, c.order = make([]float64, n*f), make([]float64, n), order
+	for k, i := range order {
+		copy(c.z[k*f:(k+1)*f], z[i*f:(i+1)*f])
+		c.ys[k] = yt[i]
+	}
+	c.anchors = blockAnchors(c.z, n, f)
+	// No scored rows: the readout is base's, so no leave-one-out is needed.
+	if c.layers, err = buildHeads(ctx, cfg, c.z, n, f, c.ys, ard, iso, c.solveChunk, make([]bool, n)); err != nil {
+		return nil, err
+	}
+	if len(c.layers) != len(base.layers) {
+		return nil, fmt.Errorf("base has %d layers, this model %d", len(base.layers), len(c.layers))
+	}
+	for l := range c.layers {
+		for h := range c.layers[l] {
+			c.layers[l][h].w = base.layers[l][h].w
+			c.layers[l][h].loo = nil
+		}
+	}
+	c.tr, _, _ = fitTrend(c.z, n, f, c.ys)
+	if c.edge, err = c.newEdgeModel(ctx, ard); err != nil {
+		return nil, err
+	}
+	if base.edge != nil {
+		c.edge.beyond, c.edge.gap = base.edge.beyond, base.edge.gap
+	}
+	// Base's residual quantiles with its global scale: the local scale
+	// needs out-of-sample residuals of these rows, which only scoring gives.
+	c.cal = &calibration{global: base.cal.global, k: base.cal.k, near: base.cal.near, far: base.cal.far}
+	if !(c.cal.global > 0) || math.IsInf(c.cal.global, 0) {
+		c.cal.global = 1
+	}
+	return c, nil
+}
