@@ -12,8 +12,9 @@ import (
 // that does not belong to base's rows: its preprocessing (column medians,
 // standardisation, projection), the GP hyperparameters, the readout's
 // weights and far readouts, and the predictive distribution's quantiles.
-// Only what belongs to the rows is computed again: the GP solves of the
-// solve heads, the trend, the canonical order and the context's spread.
+// Only what belongs to the rows is computed again: the canonical order,
+// the trend and the context's spread; the GP heads are solved when the KV
+// cache is built, as after Fit.
 // That skips Fit's hyperparameter search and its scoring of the readout —
 // most of its cost — so it suits many contexts drawn from one table, such
 // as the windows of a large-context policy (gpu/largectx), with base
@@ -97,17 +98,31 @@ func refitContext(ctx context.Context, cfg modelConfig, base *contextFit, X [][]
 		c.ys[k] = yt[i]
 	}
 	c.anchors = blockAnchors(c.z, n, f)
-	// No scored rows: the readout is base's, so no leave-one-out is needed.
-	if c.layers, err = buildHeads(ctx, cfg, c.z, n, f, c.ys, ard, iso, c.solveChunk, make([]bool, n)); err != nil {
-		return nil, err
+	// The heads without their solves: Fit solves the GP heads on the
+	// context only to score the readout (headOutput64), and the KV cache
+	// solves them again on the keys as stored (buildLayer), so with
+	// base's readout there is nothing to solve here.
+	if len(cfg.layers) != len(base.layers) {
+		return nil, fmt.Errorf("base has %d layers, this model %d", len(base.layers), len(cfg.layers))
 	}
-	if len(c.layers) != len(base.layers) {
-		return nil, fmt.Errorf("base has %d layers, this model %d", len(base.layers), len(c.layers))
-	}
-	for l := range c.layers {
-		for h := range c.layers[l] {
-			c.layers[l][h].w = base.layers[l][h].w
-			c.layers[l][h].loo = nil
+	c.layers = make([][headsPerLayer]head, len(cfg.layers))
+	for l, ls := range cfg.layers {
+		for k, s := range ls {
+			hp := ard
+			if s.metric == metricISO {
+				hp = iso
+			}
+			h := head{spec: s, inv: metricInv(hp, s.mult), values: c.ys, w: base.layers[l][k].w}
+			if s.kind == kindSolve {
+				h.sf2 = hp.sf2
+			}
+			for _, v := range h.values {
+				h.vScale = max(h.vScale, math.Abs(v))
+			}
+			if h.vScale == 0 {
+				h.vScale = 1
+			}
+			c.layers[l][k] = h
 		}
 	}
 	c.tr, _, _ = fitTrend(c.z, n, f, c.ys)
