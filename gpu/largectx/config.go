@@ -63,7 +63,7 @@ type Config struct {
 	Parallel int
 	// FullFits fits each window of a policy in full, with its own
 	// hyperparameter search and readout, instead of like one base fitted
-	// on a sample of the table (shared.go): about 4× the CPU at 100k rows.
+	// on a sample of the table (shared.go): about 5× the CPU at 100k rows.
 	// Not a request field: for measuring what sharing costs in accuracy.
 	FullFits bool
 }

@@ -11,14 +11,16 @@ import (
 // the whole table, and every window like it (gpu.Regressor.FitLike): the
 // windows come from one table, so what Fit learns that does not belong to
 // the rows — the preprocessing, the GP hyperparameters, the readout — is
-// learnt once, and each window only solves its GP heads on its own rows.
-// A full fit of a 2,048-row window of model-4l costs about 7 CPU-s, most of
-// it the hyperparameter search and the readout's scoring; fitted like the
-// base, well under one. On 100,000 × 8 rows (largectxtest.Smooth) the
-// default policy went from 35.7 to 9.7 CPU-s with R² 0.959 → 0.980 on
-// 1,000 queries; on the Regions tables routed R² lost up to 0.006 and still
-// beat one random window by 0.02–0.06 (docs/BENCHMARKS.md, "Large
-// contexts", lctx).
+// learnt once, and each window only lays out its own rows; its GP heads
+// are solved when its KV cache is built (about 0.35 CPU-s), as after any
+// Fit. A full fit of a 2,048-row window of model-4l costs about 6 CPU-s,
+// most of it the hyperparameter search and the readout's scoring; fitted
+// like the base, under a tenth of a second. On 100,000 × 8 rows
+// (largectxtest.Smooth) the default policy's request took 8.2 CPU-s
+// against 40.5 with every window fitted in full, in one run, R² 0.980
+// against 0.959 on 1,000 queries; on the Regions tables routed R² lost up
+// to 0.006 and still beat one random window by 0.02–0.06
+// (docs/BENCHMARKS.md, "Large contexts", lctx).
 
 // streamBase is the stream of the base's sample (kmeans.go lists the others).
 const streamBase = 4
