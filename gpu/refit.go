@@ -18,8 +18,8 @@ import (
 // That skips Fit's hyperparameter search and its scoring of the readout —
 // most of its cost — so it suits many contexts drawn from one table, such
 // as the windows of a large-context policy (gpu/largectx), with base
-// fitted once on a sample of the table. Intervals take one global scale
-// (base's) instead of a locally weighted one.
+// fitted once on a sample of the table. Intervals are base's: its local
+// scale, read from its own rows' out-of-sample residuals.
 //
 // base must be fitted, with the same model; a base that learnt nothing
 // (a constant model) or a context the memory policy would subsample make
@@ -132,11 +132,13 @@ func refitContext(ctx context.Context, cfg modelConfig, base *contextFit, X [][]
 	if base.edge != nil {
 		c.edge.beyond, c.edge.gap = base.edge.beyond, base.edge.gap
 	}
-	// Base's residual quantiles with its global scale: the local scale
-	// needs out-of-sample residuals of these rows, which only scoring gives.
-	c.cal = &calibration{global: base.cal.global, k: base.cal.k, near: base.cal.near, far: base.cal.far}
-	if !(c.cal.global > 0) || math.IsInf(c.cal.global, 0) {
-		c.cal.global = 1
+	// Base's predictive distribution, its local scale read from base's
+	// out-of-sample residuals at base's rows (the same standardised
+	// space): these rows' own residuals would need the scoring skipped.
+	cal := *base.cal
+	if cal.z == nil { // base fitted in full, not itself like another
+		cal.z = base.z
 	}
+	c.cal = &cal
 	return c, nil
 }
