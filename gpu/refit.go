@@ -22,8 +22,8 @@ import (
 // scale, read from its own rows' out-of-sample residuals.
 //
 // base must be fitted, with the same model; a base that learnt nothing
-// (a constant model) or a context the memory policy would subsample make
-// FitLike a plain Fit. Safe to call concurrently with other FitLike calls
+// (a constant model), a context of fewer than 3 rows or one the memory
+// policy would subsample make FitLike a plain Fit. Safe to call concurrently with other FitLike calls
 // on the same base; base must not be refitted meanwhile.
 func (r *Regressor) FitLike(ctx context.Context, base *Regressor, X [][]float64, y []float64) error {
 	if base == nil || base.fit == nil {
@@ -32,12 +32,12 @@ func (r *Regressor) FitLike(ctx context.Context, base *Regressor, X [][]float64,
 	if base.cfg.info.Slug != r.cfg.info.Slug {
 		return fmt.Errorf("fit like: base is model %s, this regressor %s", base.cfg.info.Slug, r.cfg.info.Slug)
 	}
-	feats := int64(max(len(X), 1))
-	if len(X) > 0 {
-		feats = int64(max(len(X[0]), 1))
+	if len(X) < 3 || base.fit.constant {
+		return r.Fit(ctx, X, y) // nothing of base's to keep
 	}
-	if keep := r.elementsBudget()/feats - 1; base.fit.constant || (!r.streams() && int64(len(X)) > keep) {
-		return r.Fit(ctx, X, y)
+	feats := int64(max(len(X[0]), 1))
+	if keep := r.elementsBudget()/feats - 1; !r.streams() && int64(len(X)) > keep {
+		return r.Fit(ctx, X, y) // Fit subsamples or refuses it
 	}
 	ctx, leave, err := r.cores.enter(ctx)
 	if err != nil {
@@ -134,7 +134,7 @@ func refitContext(ctx context.Context, cfg modelConfig, base *contextFit, X [][]
 	}
 	// Base's predictive distribution, its local scale read from base's
 	// out-of-sample residuals at base's rows (the same standardised
-	// space): these rows' own residuals would need the scoring skipped.
+	// space): residuals of these rows would need the scoring skipped here.
 	cal := *base.cal
 	if cal.z == nil { // base fitted in full, not itself like another
 		cal.z = base.z

@@ -108,7 +108,8 @@ func TestFitLikeRefusals(t *testing.T) {
 	if err := r.FitLike(context.Background(), base, X[:5], y[:4]); err == nil {
 		t.Error("5 rows and 4 targets accepted")
 	}
-	if err := r.FitLike(context.Background(), base, [][]float64{{1, 2}}, []float64{1}); err == nil {
-		t.Error("a row of 2 features accepted by a base of 3")
+	X2, y2 := synth(10, 2, 1)
+	if err := r.FitLike(context.Background(), base, X2, y2); err == nil {
+		t.Error("rows of 2 features accepted by a base of 3")
 	}
 }
