@@ -79,7 +79,13 @@ func refitContext(ctx context.Context, cfg modelConfig, base *contextFit, X [][]
 		yt[i] = (v - pp.yMean) / pp.yScale
 	}
 	ard, iso := base.hyper[0], base.hyper[1]
-	c := &contextFit{pp: pp, n: n, f: f, g: (f + 1) / 2, hyper: base.hyper, solveChunk: base.solveChunk, trendW: base.trendW}
+	// Everything of base's is kept, then what belongs to the rows is
+	// replaced below: a copy, so that a choice Fit learns later is kept
+	// too without being named here (a row-dependent one must be added
+	// below; TestFitLikeOwnContextIsFit fails until it is).
+	cp := *base
+	c := &cp
+	c.n, c.f, c.g = n, f, (f+1)/2
 	// Canonical order as fitContext lays it out.
 	fine := 0
 	for d := range f {
@@ -126,12 +132,18 @@ func refitContext(ctx context.Context, cfg modelConfig, base *contextFit, X [][]
 		}
 	}
 	c.tr, _, _ = fitTrend(c.z, n, f, c.ys)
-	if c.edge, err = c.newEdgeModel(ctx, ard); err != nil {
+	// The context's range and spread are the rows'; the far readouts
+	// (and whatever else the edge model learnt) base's.
+	e, err := c.newEdgeModel(ctx, ard)
+	if err != nil {
 		return nil, err
 	}
 	if base.edge != nil {
-		c.edge.beyond, c.edge.gap = base.edge.beyond, base.edge.gap
+		be := *base.edge
+		be.inv, be.spread, be.lo, be.hi = e.inv, e.spread, e.lo, e.hi
+		e = &be
 	}
+	c.edge = e
 	// Base's predictive distribution, its local scale read from base's
 	// out-of-sample residuals at base's rows (the same standardised
 	// space): residuals of these rows would need the scoring skipped here.
