@@ -32,6 +32,7 @@ type calibration struct {
 	k      int       // neighbours that set the local bandwidth
 	near   []float64 // sorted normalised residuals, near
 	far    []float64 // sorted normalised residuals, far; nil: none
+	z      []float64 // the points of rows when they are not the context's (FitLike); nil: the context's
 }
 
 // shrinkRows is the prior weight, in rows, of the global scale in the local
@@ -145,12 +146,16 @@ func (c *contextFit) localScale(x []float64, skip int, buf *scaleScratch) float6
 		buf = &scaleScratch{}
 	}
 	inv := c.edge.inv
+	z := c.z
+	if cal.z != nil {
+		z = cal.z
+	}
 	d2, r2 := buf.d2[:0], buf.r2[:0]
 	for a, i := range cal.rows {
 		if i == skip {
 			continue
 		}
-		d2 = append(d2, sqDist(x, c.z[i*c.f:(i+1)*c.f], inv))
+		d2 = append(d2, sqDist(x, z[i*c.f:(i+1)*c.f], inv))
 		r2 = append(r2, cal.r2[a])
 	}
 	buf.d2, buf.r2 = d2, r2

@@ -59,3 +59,50 @@ func cpuSeconds() float64 {
 	}
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
+
+// BenchmarkLargeContextIntervals is the 90% interval of the default policy
+// at 100,000 context rows (model-4l, 1,000 queries × 8 features): its
+// coverage and mean width, with the windows fitted like one base and each
+// in full (docs/BENCHMARKS.md, "Large contexts", lctx):
+//
+//	go test -run '^$' -bench LargeContextIntervals -benchtime 1x -timeout 60m ./gpu/largectx/
+func BenchmarkLargeContextIntervals(b *testing.B) {
+	X, y := smooth(100_000, 8, 1)
+	Xq, yq := smooth(1000, 8, 2)
+	newReg := func() (*gpu.Regressor, error) { return gpu.NewRegressor("regressd/model-4l") }
+	for _, full := range []bool{false, true} {
+		b.Run(fmt.Sprintf("full_fits=%v", full), func(b *testing.B) {
+			cfg := Config{Policy: &Policy{Name: ClusterRoute, Groups: DefaultGroups}, FullFits: full}
+			lo, hi := make([]float64, len(Xq)), make([]float64, len(Xq))
+			for range b.N {
+				m, err := Fit(context.Background(), cfg, newReg, X, y)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, err = m.Answer(context.Background(), Xq, func(ctx context.Context, reg *gpu.Regressor, rows [][]float64, idx []int) error {
+					p, err := reg.PredictDetailed(ctx, rows, gpu.PredictOptions{Quantiles: []float64{0.05, 0.95}})
+					if err != nil {
+						return err
+					}
+					for a, q := range idx {
+						lo[q], hi[q] = p.Quantiles[a][0], p.Quantiles[a][1]
+					}
+					return nil
+				})
+				m.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			in, width := 0, 0.0
+			for q, v := range yq {
+				if lo[q] <= v && v <= hi[q] {
+					in++
+				}
+				width += (hi[q] - lo[q]) / float64(len(yq))
+			}
+			b.ReportMetric(float64(in)/float64(len(yq)), "coverage")
+			b.ReportMetric(width, "width")
+		})
+	}
+}

@@ -27,7 +27,7 @@ func (m *Model) choose(ctx context.Context, g Policy) (gated, error) {
 	rest, slice := m.t.subset(keep), m.t.subset(held)
 	out := gated{best: 0, sse: make([]float64, len(g.Candidates))}
 	for i, c := range g.Candidates {
-		pl, err := newPlan(ctx, c, rest, m.cfg.window(), m.cfg.Seed)
+		pl, err := newPlan(ctx, c, rest, m.cfg.window(), m.cfg.Seed, m.cfg.FullFits)
 		if err != nil {
 			return gated{}, fmt.Errorf("gate candidate %s: %w", c, err)
 		}

@@ -76,7 +76,7 @@ func Fit(ctx context.Context, cfg Config, newReg NewRegressor, X [][]float64, y 
 		}
 	}
 	if !m.applied {
-		if _, _, err := m.whole.fitted(ctx, m.t, newReg); err != nil {
+		if _, _, err := m.whole.fitted(ctx, m.t, newReg, nil); err != nil {
 			return nil, fmt.Errorf("large context: %w", err)
 		}
 	}
@@ -216,7 +216,7 @@ func (m *Model) plan(ctx context.Context) (*plan, derived, error) {
 		}
 		p = m.winner
 	}
-	pl, err := newPlan(ctx, p, m.t, m.cfg.window(), m.cfg.Seed)
+	pl, err := newPlan(ctx, p, m.t, m.cfg.window(), m.cfg.Seed, m.cfg.FullFits)
 	if err != nil {
 		return nil, st, err
 	}
@@ -247,6 +247,10 @@ func answer(ctx context.Context, pl *plan, t table, newReg NewRegressor, Xq [][]
 	for q, s := range pl.route(Xq) {
 		byShard[s] = append(byShard[s], q)
 	}
+	base, err := pl.fittedBase(ctx, t, newReg)
+	if err != nil {
+		return answered{}, err
+	}
 	mem := make([]gpu.MemoryReport, len(pl.shards))
 	reused := make([]bool, len(pl.shards))
 	g, gctx := errgroup.WithContext(ctx)
@@ -256,7 +260,7 @@ func answer(ctx context.Context, pl *plan, t table, newReg NewRegressor, Xq [][]
 			continue
 		}
 		g.Go(func() error {
-			reg, r, err := pl.shards[s].fitted(gctx, t, newReg)
+			reg, r, err := pl.shards[s].fitted(gctx, t, newReg, base)
 			if err != nil {
 				return err
 			}

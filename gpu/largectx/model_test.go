@@ -36,6 +36,35 @@ func plain(t *testing.T, X [][]float64, y []float64, rows []int, Xq [][]float64)
 	return p
 }
 
+// like fits a base regressor on baseRows of X and one fitted like it on
+// rows, and predicts Xq: what an internal call of a plan with a base must
+// answer.
+func like(t *testing.T, X [][]float64, y []float64, baseRows, rows []int, Xq [][]float64) []float64 {
+	t.Helper()
+	tb, tw := table{X: X, y: y}.subset(baseRows), table{X: X, y: y}.subset(rows)
+	base, err := gpu.NewRegressor(fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer base.Close()
+	if err := base.Fit(context.Background(), tb.X, tb.y); err != nil {
+		t.Fatal(err)
+	}
+	r, err := gpu.NewRegressor(fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.FitLike(context.Background(), base, tw.X, tw.y); err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.Predict(context.Background(), Xq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func policy(t *testing.T, spec string) *Policy {
 	t.Helper()
 	p, err := ParsePolicy(spec)
@@ -147,7 +176,12 @@ func TestClusterRouteRoutesToClusterWindows(t *testing.T) {
 			t.Errorf("window %d has %d rows, want 200 ascending", s, len(sh.rows))
 		}
 	}
-	// The answers of window 0 are one regressor's on its rows.
+	// The base is a seeded window's worth of rows of the whole context.
+	if !slices.Equal(pl.base.rows, sample(rng(0, streamBase), 3000, 200)) {
+		t.Errorf("base rows %v…, want a seeded sample of 200", pl.base.rows[:min(5, len(pl.base.rows))])
+	}
+	// The answers of query 0's window are one regressor's on its rows,
+	// fitted like the base.
 	var qs []int
 	var rows [][]float64
 	for q, s := range to {
@@ -155,7 +189,7 @@ func TestClusterRouteRoutesToClusterWindows(t *testing.T) {
 			qs, rows = append(qs, q), append(rows, Xq[q])
 		}
 	}
-	want := plain(t, X, y, pl.shards[to[0]].rows, rows)
+	want := like(t, X, y, pl.base.rows, pl.shards[to[0]].rows, rows)
 	for a, q := range qs {
 		if got[q] != want[a] {
 			t.Fatalf("query %d: %v, its window's regressor says %v", q, got[q], want[a])
@@ -181,18 +215,22 @@ func TestRoutingBeatsOneRandomWindow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			X, y := regions(4000, tc.seed)
 			Xq, yq := regions(400, tc.seed+100)
-			score := func(spec string) float64 {
-				cfg := Config{Policy: policy(t, spec), Threshold: 1000, Window: tc.window, Seed: uint32(tc.seed)}
+			score := func(spec string, full bool) float64 {
+				cfg := Config{Policy: policy(t, spec), Threshold: 1000, Window: tc.window, Seed: uint32(tc.seed), FullFits: full}
 				p, _, err := Predict(context.Background(), cfg, engine, X, y, Xq)
 				if err != nil {
 					t.Fatal(err)
 				}
 				return r2(yq, p)
 			}
-			rand, routed := score("random"), score(tc.route)
-			t.Logf("R² random %.4f, %s %.4f", rand, tc.route, routed)
+			rand, routed, full := score("random", false), score(tc.route, false), score(tc.route, true)
+			t.Logf("R² random %.4f, %s %.4f (windows fitted in full %.4f)", rand, tc.route, routed, full)
 			if routed < rand+0.01 {
 				t.Errorf("R² %s %.4f is not above random's %.4f by 0.01", tc.route, routed, rand)
+			}
+			// Windows fitted like one base lose little to windows fitted in full.
+			if routed < full-0.01 {
+				t.Errorf("R² %s %.4f, with windows fitted in full %.4f", tc.route, routed, full)
 			}
 		})
 	}
@@ -223,8 +261,9 @@ func TestWindowsAreFittedOnceAndReused(t *testing.T) {
 	if made.Load() != afterFirst {
 		t.Errorf("the second call made %d more regressors, want 0", made.Load()-afterFirst)
 	}
-	if int(afterFirst) != 1+rep1.NoriCalls || rep2.NoriCalls != rep1.NoriCalls {
-		t.Errorf("%d regressors for %d calls; second call %d calls", afterFirst, rep1.NoriCalls, rep2.NoriCalls)
+	// Fit's model check, the base, and one per call.
+	if int(afterFirst) != 2+rep1.NoriCalls || rep2.NoriCalls != rep1.NoriCalls {
+		t.Errorf("%d regressors for %d calls and a base; second call %d calls", afterFirst, rep1.NoriCalls, rep2.NoriCalls)
 	}
 	if !slices.Equal(first, second) {
 		t.Error("the same queries got different answers")
@@ -288,10 +327,12 @@ func TestGateDeploysTheBestOnItsHoldout(t *testing.T) {
 				rep.HoldoutStrategy == nil || *rep.HoldoutStrategy != holdout || rep.ReusedTrainState {
 				t.Errorf("report %+v", rep)
 			}
-			// The gate's calls on its holdout (1 for random, up to 8) count with the deployed ones.
+			// The gate's calls on its holdout (1 for random, up to 8) count with
+			// the deployed ones; the bases of the two cluster_route plans (the
+			// candidate's and the deployed one) answer no query and are no call.
 			deployed := len(rep.Memory)
-			if rep.NoriCalls != g.calls+deployed || int(made.Load()-before) != rep.NoriCalls {
-				t.Errorf("nori_calls %d, gate %d + deployed %d; regressors made %d", rep.NoriCalls, g.calls, deployed, made.Load()-before)
+			if rep.NoriCalls != g.calls+deployed || int(made.Load()-before) != rep.NoriCalls+2 {
+				t.Errorf("nori_calls %d, gate %d + deployed %d; regressors made %d, want 2 more", rep.NoriCalls, g.calls, deployed, made.Load()-before)
 			}
 			if r := r2(yq, p); r < 0.95 {
 				t.Errorf("R² %.4f", r)

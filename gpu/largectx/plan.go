@@ -34,8 +34,9 @@ type shard struct {
 func newShard(rows []int) *shard { return &shard{rows: rows, lock: make(chan struct{}, 1)} }
 
 // fitted returns the shard's regressor, fitting it first if no call has;
-// reused says an earlier call had.
-func (s *shard) fitted(ctx context.Context, t table, newReg NewRegressor) (reg *gpu.Regressor, reused bool, err error) {
+// reused says an earlier call had. With a base, the fit keeps what base
+// learnt that does not belong to its rows (gpu.Regressor.FitLike).
+func (s *shard) fitted(ctx context.Context, t table, newReg NewRegressor, base *gpu.Regressor) (reg *gpu.Regressor, reused bool, err error) {
 	select {
 	case s.lock <- struct{}{}:
 	case <-ctx.Done():
@@ -52,7 +53,11 @@ func (s *shard) fitted(ctx context.Context, t table, newReg NewRegressor) (reg *
 	if err != nil {
 		return nil, false, fmt.Errorf("new regressor: %w", err)
 	}
-	if err := r.Fit(ctx, t.X, t.y); err != nil {
+	fit := r.Fit
+	if base != nil {
+		fit = func(ctx context.Context, X [][]float64, y []float64) error { return r.FitLike(ctx, base, X, y) }
+	}
+	if err := fit(ctx, t.X, t.y); err != nil {
 		r.Close()
 		return nil, false, fmt.Errorf("window of %d rows: %w", len(t.X), err)
 	}
@@ -71,19 +76,24 @@ func (s *shard) close() {
 // its internal calls and the rule sending each query to one of them.
 type plan struct {
 	shards []*shard
+	// base, when the plan has several windows, is fitted in full on a
+	// sample of the table; each window is then fitted like it (shared.go).
+	// Nil: each window is fitted in full.
+	base *shard
 	// cluster_route: the standardising space and one centroid per shard.
 	sp    space
 	cents [][]float64
 }
 
-// newPlan lays policy p over t with windows of at most window rows.
-func newPlan(ctx context.Context, p Policy, t table, window int, seed uint32) (*plan, error) {
+// newPlan lays policy p over t with windows of at most window rows;
+// fullFits fits each of several windows in full instead of like a base.
+func newPlan(ctx context.Context, p Policy, t table, window int, seed uint32, fullFits bool) (*plan, error) {
 	switch p.Name {
 	case Random:
 		rows := sample(rng(seed, streamWindow), len(t.X), window)
 		return &plan{shards: []*shard{newShard(rows)}}, nil
 	case ClusterRoute, ClusterRouteG4:
-		return clusterPlan(ctx, p.Groups, t, window, seed)
+		return clusterPlan(ctx, p.Groups, t, window, seed, fullFits)
 	}
 	return nil, fmt.Errorf("plan: %s is not a single policy", p)
 }
@@ -93,7 +103,7 @@ func newPlan(ctx context.Context, p Policy, t table, window int, seed uint32) (*
 // smaller than the window, the window's worth of rows nearest its centroid
 // (the cluster's own rows are nearest, then its neighbours'), so every call
 // has a full context.
-func clusterPlan(ctx context.Context, groups int, t table, window int, seed uint32) (*plan, error) {
+func clusterPlan(ctx context.Context, groups int, t table, window int, seed uint32, fullFits bool) (*plan, error) {
 	n, f := len(t.X), len(t.X[0])
 	sp := newSpace(t.X)
 	sub := sample(rng(seed, streamSample), n, kmeansRows)
@@ -134,6 +144,9 @@ func clusterPlan(ctx context.Context, groups int, t table, window int, seed uint
 		}
 		pl.shards = append(pl.shards, newShard(rows))
 		pl.cents = append(pl.cents, cents[c])
+	}
+	if len(pl.shards) > 1 && !fullFits {
+		pl.base = newShard(baseRows(n, window, seed))
 	}
 	return pl, nil
 }
@@ -182,5 +195,8 @@ func (pl *plan) route(Xq [][]float64) []int {
 func (pl *plan) close() {
 	for _, s := range pl.shards {
 		s.close()
+	}
+	if pl.base != nil {
+		pl.base.close()
 	}
 }

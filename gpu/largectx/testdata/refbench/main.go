@@ -1,9 +1,10 @@
 // Command refbench times one request — Fit, then Predict — on the same
-// synthetic table three ways, one after the other in one process: the
+// synthetic table several ways, one after the other in one process: the
 // engine of a reference commit with no large-context policy ("ref", built
 // from git by ../refbench.sh), this tree's engine with no policy
 // ("plain"), and this tree's engine under gpu/largectx with a policy
-// ("policy"; default cluster_route). It is not part of the module: the
+// ("policy"; default cluster_route), its windows fitted like one base, or
+// each in full ("policy-full"). It is not part of the module: the
 // script builds it in a temporary workspace.
 package main
 
@@ -30,7 +31,7 @@ func main() {
 	queries := flag.Int("queries", 1000, "query rows")
 	features := flag.Int("features", 8, "features")
 	model := flag.String("model", "regressd/model-4l", "model slug")
-	sides := flag.String("sides", "ref,policy", "comma-separated: ref, plain, policy")
+	sides := flag.String("sides", "ref,policy", "comma-separated: ref, plain, policy, policy-full")
 	policy := flag.String("policy", `"cluster_route"`, "large_context_policy JSON")
 	threshold := flag.Int64("threshold", 0, "large_context_threshold (0: default)")
 	window := flag.Int("window", 0, "rows per internal call (0: default)")
@@ -58,7 +59,7 @@ func main() {
 			pred, err = r.Predict(ctx, Xq)
 			check(err)
 			r.Close()
-		case "policy":
+		case "policy", "policy-full":
 			var thr *int64
 			if *threshold > 0 {
 				thr = threshold
@@ -66,6 +67,7 @@ func main() {
 			cfg, err := largectx.Parse(json.RawMessage(*policy), thr, nil)
 			check(err)
 			cfg.Window = *window
+			cfg.FullFits = side == "policy-full"
 			var rep largectx.Report
 			pred, rep, err = largectx.Predict(ctx, cfg, func() (*gpu.Regressor, error) { return gpu.NewRegressor(*model) }, X, y, Xq)
 			check(err)
