@@ -198,10 +198,20 @@ func TestKillRolesMidGroupByRun(t *testing.T) {
 			if len(published) == 0 {
 				t.Fatal("no group_by run published")
 			}
+			// A job delivered again after a kill plans again what is left:
+			// with skip_existing, a series alone whose batches were mostly
+			// written may then fit a pack, so only packed runs must always
+			// publish alike; every run publishes as planned at least once.
+			want, matched := map[bool][2]string{true: {"1", "0"}, false: {"0", "4"}}[c.batch == 100], 0
 			for _, m := range published {
-				if want := map[bool][2]string{true: {"1", "0"}, false: {"0", "4"}}[c.batch == 100]; m[1] != want[0] || m[2] != want[1] {
+				if m[1] == want[0] && m[2] == want[1] {
+					matched++
+				} else if c.batch == 100 {
 					t.Errorf("published %q, want packs=%s series_alone=%s", m[0], want[0], want[1])
 				}
+			}
+			if matched == 0 {
+				t.Errorf("no run published with packs=%s series_alone=%s: %q", want[0], want[1], published)
 			}
 			t.Logf("%d kills; %d jobs delivered again republished a stored plan", len(plan), countLines(pl.procs["producer"].log, "stored plan"))
 		})
