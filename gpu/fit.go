@@ -98,25 +98,9 @@ func fitContext(ctx context.Context, cfg modelConfig, X [][]float64, y []float64
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// Canonical order: by the coordinate with the finest length scale
-	// relative to its spread, then by the original index.
-	fine := 0
-	for d := range f {
-		if ard.ell[d] < ard.ell[fine] {
-			fine = d
-		}
-	}
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return z[order[a]*f+fine] < z[order[b]*f+fine] })
-	c.z = make([]float64, n*f)
-	ys := make([]float64, n)
-	for k, i := range order {
-		copy(c.z[k*f:(k+1)*f], z[i*f:(i+1)*f])
-		ys[k] = yt[i]
-	}
+	order := canonicalOrder(z, n, f, ard.ell)
+	var ys []float64
+	c.z, ys = reorder(z, yt, f, order)
 	c.anchors = blockAnchors(c.z, n, f)
 	solveChunk := cfg.solveChunk
 	if opt.solveChunk > 0 {
@@ -198,4 +182,32 @@ func buildHeads(ctx context.Context, cfg modelConfig, z []float64, n, f int, y [
 		}
 	}
 	return layers, nil
+}
+
+// canonicalOrder is the order Fit lays a context out in: by the coordinate
+// with the finest length scale ell relative to its spread, then by the
+// original index.
+func canonicalOrder(z []float64, n, f int, ell []float64) []int {
+	fine := 0
+	for d := range f {
+		if ell[d] < ell[fine] {
+			fine = d
+		}
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return z[order[a]*f+fine] < z[order[b]*f+fine] })
+	return order
+}
+
+// reorder lays the rows of z (f wide) and their targets yt out in order.
+func reorder(z, yt []float64, f int, order []int) (zo, yo []float64) {
+	zo, yo = make([]float64, len(order)*f), make([]float64, len(order))
+	for k, i := range order {
+		copy(zo[k*f:(k+1)*f], z[i*f:(i+1)*f])
+		yo[k] = yt[i]
+	}
+	return zo, yo
 }

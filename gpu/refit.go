@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 )
 
 // FitLike fits r on the context X, y (as Fit) with everything base learnt
@@ -39,16 +38,11 @@ func (r *Regressor) FitLike(ctx context.Context, base *Regressor, X [][]float64,
 	if keep := r.elementsBudget()/feats - 1; !r.streams() && int64(len(X)) > keep {
 		return r.Fit(ctx, X, y) // Fit subsamples or refuses it
 	}
-	ctx, leave, err := r.cores.enter(ctx)
+	ctx, leave, err := r.unfit(ctx)
 	if err != nil {
 		return fmt.Errorf("fit like: %w", err)
 	}
 	defer leave()
-	r.mu.Lock()
-	r.freeCacheLocked()
-	r.calls = 0
-	r.mu.Unlock()
-	r.fit, r.dropped = nil, 0
 	c, err := refitContext(ctx, r.cfg, base.fit, X, y)
 	if err != nil {
 		return fmt.Errorf("fit like: %w", err)
@@ -87,22 +81,8 @@ func refitContext(ctx context.Context, cfg modelConfig, base *contextFit, X [][]
 	c := &cp
 	c.n, c.f, c.g = n, f, (f+1)/2
 	// Canonical order as fitContext lays it out.
-	fine := 0
-	for d := range f {
-		if ard.ell[d] < ard.ell[fine] {
-			fine = d
-		}
-	}
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return z[order[a]*f+fine] < z[order[b]*f+fine] })
-	c.z, c.ys, c.order = make([]float64, n*f), make([]float64, n), order
-	for k, i := range order {
-		copy(c.z[k*f:(k+1)*f], z[i*f:(i+1)*f])
-		c.ys[k] = yt[i]
-	}
+	c.order = canonicalOrder(z, n, f, ard.ell)
+	c.z, c.ys = reorder(z, yt, f, c.order)
 	c.anchors = blockAnchors(c.z, n, f)
 	// The heads without their solves: Fit solves the GP heads on the
 	// context only to score the readout (headOutput64), and the KV cache

@@ -151,16 +151,11 @@ func (r *Regressor) resolvedPolicy() Policy {
 // rows) and returns an error wrapping ctx.Err(), leaving the regressor
 // unfitted.
 func (r *Regressor) Fit(ctx context.Context, X [][]float64, y []float64) error {
-	ctx, leave, err := r.cores.enter(ctx)
+	ctx, leave, err := r.unfit(ctx)
 	if err != nil {
 		return fmt.Errorf("fit: %w", err)
 	}
 	defer leave()
-	r.mu.Lock()
-	r.freeCacheLocked()
-	r.calls = 0
-	r.mu.Unlock()
-	r.fit, r.dropped = nil, 0
 	if len(X) == 0 {
 		return errors.New("fit: empty context: need at least one row")
 	}
@@ -214,4 +209,19 @@ func (r *Regressor) freeCacheLocked() {
 		release(r.cache.res)
 		r.cache = nil
 	}
+}
+
+// unfit enters the core pool for a fit (leave gives the cores back) and
+// forgets the fit, its cache and its calls.
+func (r *Regressor) unfit(ctx context.Context) (context.Context, func(), error) {
+	ctx, leave, err := r.cores.enter(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.mu.Lock()
+	r.freeCacheLocked()
+	r.calls = 0
+	r.mu.Unlock()
+	r.fit, r.dropped = nil, 0
+	return ctx, leave, nil
 }
