@@ -49,18 +49,16 @@ func seriesByTag(t *testing.T, r map[string]any, tag string) map[string]map[stri
 	return out
 }
 
-// failingFifteen is a vendor gateway that predicts 2·x₀ − x₁ and refuses
-// every call that predicts 15 rows (site c's batch in fleetTable); it
-// returns the gateway's URL.
-func failingFifteen(t *testing.T) string {
+// vendorStandIn is a vendor gateway that predicts 2·x₀ − x₁; refuse, given
+// the rows a call predicts, may answer it instead (writing the response
+// and returning true). It returns the gateway's URL.
+func vendorStandIn(t *testing.T, refuse func(w http.ResponseWriter, rows int) bool) string {
 	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			XTest [][]*float64 `json:"X_test"`
 		}
 		json.NewDecoder(r.Body).Decode(&req)
-		if len(req.XTest) == 15 {
-			w.WriteHeader(http.StatusBadRequest)
-			json.NewEncoder(w).Encode(map[string]string{"error": "injected"})
+		if refuse(w, len(req.XTest)) {
 			return
 		}
 		preds := make([]float64, len(req.XTest))
@@ -74,36 +72,39 @@ func failingFifteen(t *testing.T) string {
 	return vendor.URL
 }
 
+// failingFifteen is vendorStandIn refusing every call that predicts 15
+// rows (site c's batch in fleetTable).
+func failingFifteen(t *testing.T) string {
+	return vendorStandIn(t, func(w http.ResponseWriter, rows int) bool {
+		if rows != 15 {
+			return false
+		}
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(map[string]string{"error": "injected"})
+		return true
+	})
+}
+
 // A series of a pack refused once with 429 is tried again alone: the
 // others' predictions are kept, not asked for again (which spent a key's
 // rate and could fail a series whose prediction had come back).
 func TestGroupByPackRetriesOnlyTheFailedSeries(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[int]int{} // by rows predicted: a 20, c 15
-	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			XTest [][]*float64 `json:"X_test"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
+	url := vendorStandIn(t, func(w http.ResponseWriter, rows int) bool {
 		mu.Lock()
-		calls[len(req.XTest)]++
-		first := calls[len(req.XTest)] == 1
+		calls[rows]++
+		first := calls[rows] == 1
 		mu.Unlock()
-		if len(req.XTest) == 15 && first {
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-			json.NewEncoder(w).Encode(map[string]string{"error": "slow down"})
-			return
+		if rows != 15 || !first {
+			return false
 		}
-		preds := make([]float64, len(req.XTest))
-		for i, row := range req.XTest {
-			preds[i] = *row[0]*2 - *row[1]
-		}
-		json.NewEncoder(w).Encode(map[string]any{"task": "regression", "predictions": preds,
-			"usage": map[string]int{"input_tokens": 1, "output_tokens": len(preds), "total_tokens": 1 + len(preds)}})
-	}))
-	t.Cleanup(vendor.Close)
-	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", vendor.URL)
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+		json.NewEncoder(w).Encode(map[string]string{"error": "slow down"})
+		return true
+	})
+	e := pipelinetest.Start(t, "--predictor", "remote", "--gateway-url", url)
 	fleetTable(e, "flaky")
 	e.CreateTrigger("flaky", "request:flaky", pipelinetest.ArgsModel("flaky", "vendor/model-x", "group_by=site,predict_batch_size=100,max_retries=3"))
 	st, out := e.Engine("flaky", pipelinetest.Window(pipelinetest.T0, pipelinetest.T0.Add(100*time.Hour)))
