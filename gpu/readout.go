@@ -1,0 +1,165 @@
+package gpu
+
+import (
+	"math"
+	"slices"
+)
+
+// rowDists is one query's squared distances to the context rows in one
+// metric at bandwidth 1, with row skip (−1: none) left out, and, once a
+// head asks, its nearest rows in (distance, row) order: every local and
+// top-k head of the metric reads its neighbours from them instead of
+// selecting again, and every smooth head its nearest distance.
+type rowDists struct {
+	base []float64
+	skip int
+	near []float64 // the smallest of base without skip, ascending by (distance, row)
+	rows []int     // near's rows
+	sel  []float64 // scratch, len(base)
+	top  []int     // scratch for a top-k head's rows
+}
+
+func newRowDists(n int) *rowDists {
+	return &rowDists{base: make([]float64, n), sel: make([]float64, n)}
+}
+
+// reset starts a new query: base is filled by the caller.
+func (r *rowDists) reset(skip int) { r.skip, r.near, r.rows = skip, r.near[:0], r.rows[:0] }
+
+// left is the number of rows the query sees (all but skip).
+func (r *rowDists) left() int {
+	if r.skip >= 0 {
+		return len(r.base) - 1
+	}
+	return len(r.base)
+}
+
+// kth is the k-th smallest distance (1-based, at most the rows left in).
+func (r *rowDists) kth(k int) float64 {
+	if k > len(r.near) {
+		r.selectNear(k)
+	}
+	return r.near[k-1]
+}
+
+// selectNear keeps at least the max(k, 64) nearest rows: the threshold t
+// is the kk-th smallest distance (a selection on the values), then every
+// row within t, taken in row order and sorted by (distance, row), is a
+// prefix of the whole (distance, row) order holding the kk nearest.
+func (r *rowDists) selectNear(k int) {
+	m := 0
+	for j, v := range r.base {
+		if j != r.skip {
+			r.sel[m] = v
+			m++
+		}
+	}
+	kk := min(max(k, 64), m)
+	t := kthSmallest(r.sel[:m], kk-1)
+	r.near, r.rows = r.near[:0], r.rows[:0]
+	for j, v := range r.base {
+		if v <= t && j != r.skip {
+			r.rows = append(r.rows, j)
+		}
+	}
+	// Rows are in order, so a stable sort by distance is (distance, row).
+	slices.SortStableFunc(r.rows, func(a, b int) int {
+		da, db := r.base[a], r.base[b]
+		if da < db {
+			return -1
+		}
+		if da > db {
+			return 1
+		}
+		return 0
+	})
+	for _, j := range r.rows {
+		r.near = append(r.near, r.base[j])
+	}
+}
+
+// topMean is the mean of v over the k nearest rows (ties to the lower
+// row), summed in row order: knnMean's bits on the unscaled distances,
+// from the shared neighbour list.
+func (r *rowDists) topMean(v []float64, k int) float64 {
+	k = min(k, r.left())
+	if k <= 0 {
+		return 0
+	}
+	r.kth(k)
+	r.top = append(r.top[:0], r.rows[:k]...)
+	slices.Sort(r.top)
+	var s float64
+	for _, j := range r.top {
+		s += v[j]
+	}
+	return s / float64(k)
+}
+
+// farExp is where a weight e^−x is left out of a head's sums: x > 40 is a
+// weight below 4·10⁻¹⁸ of the head's largest, which moves its output by
+// less than rows × 10⁻¹⁷ relative and saves the exp for most rows.
+const farExp = 40
+
+// headOutput64 is a head's output in float64 for a query whose distances
+// are rd; the head's bandwidth multiple is applied here. buf is scratch of
+// at least 2·len(rd.base). Weights are expNeg's (expScaled, a whole row at
+// a time), within 1e-9 relative of math.Exp's. Leaving out rd's
+// row gives the leave-one-out prediction of a context row. Fitting uses it
+// to score heads; predictions go through the KV cache.
+//
+// Scaling by s is monotone in floating point, so the nearest scaled
+// distance is the nearest distance scaled, and at s = 1 (every top-k head)
+// the scaled distances are the distances: both come from rd's shared
+// neighbours with the bits of a scan of the scaled row.
+func headOutput64(h *head, rd *rowDists, buf []float64) float64 {
+	n := len(rd.base)
+	d2, w := rd.base, buf[n:2*n]
+	s := 1 / (h.spec.mult * h.spec.mult)
+	skip := rd.skip
+	if s != 1 {
+		d2 = buf[:n]
+		for j, v := range rd.base {
+			d2[j] = v * s
+		}
+	}
+	switch h.spec.kind {
+	case kindSolve:
+		expScaled(w, d2, -0.5, 0)
+		var out float64
+		for j := range d2 {
+			if j != skip {
+				out += h.sf2 * w[j] * h.values[j]
+			}
+		}
+		return out
+	case kindSmooth:
+		dmin := math.Inf(1)
+		if rd.left() > 0 {
+			dmin = rd.kth(1) * s
+		}
+		expScaled(w, d2, -0.5, dmin)
+		var num, den float64
+		for j, v := range d2 {
+			if j != skip && v-dmin <= 2*farExp {
+				num += w[j] * h.values[j]
+				den += w[j]
+			}
+		}
+		if den == 0 {
+			return 0
+		}
+		return num / den
+	case kindLocal:
+		m := rd.left()
+		if m <= 0 {
+			return 0
+		}
+		return localMean(d2, h.values, rd.kth(min(h.spec.k, m))*s, skip, w)
+	default: // kindTopK
+		if s == 1 {
+			return rd.topMean(h.values, h.spec.k)
+		}
+		return knnMean(d2, h.values, h.spec.k, skip)
+	}
+}

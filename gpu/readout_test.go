@@ -1,0 +1,108 @@
+package gpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// headOutputScan is headOutput64 as it was before the shared neighbour
+// list: every head scales its row, scans it for its nearest distance and
+// selects its own neighbours (knnMean).
+func headOutputScan(h *head, base []float64, skip int) float64 {
+	n := len(base)
+	d2, w := make([]float64, n), make([]float64, n)
+	s := 1 / (h.spec.mult * h.spec.mult)
+	for j, v := range base {
+		d2[j] = v * s
+	}
+	switch h.spec.kind {
+	case kindSolve:
+		expScaled(w, d2, -0.5, 0)
+		var out float64
+		for j := range d2 {
+			if j != skip {
+				out += h.sf2 * w[j] * h.values[j]
+			}
+		}
+		return out
+	case kindSmooth:
+		dmin := math.Inf(1)
+		for j, v := range d2 {
+			if j != skip {
+				dmin = min(dmin, v)
+			}
+		}
+		expScaled(w, d2, -0.5, dmin)
+		var num, den float64
+		for j, v := range d2 {
+			if j != skip && v-dmin <= 2*farExp {
+				num += w[j] * h.values[j]
+				den += w[j]
+			}
+		}
+		if den == 0 {
+			return 0
+		}
+		return num / den
+	case kindLocal:
+		var left []float64
+		for j, v := range base {
+			if j != skip {
+				left = append(left, v)
+			}
+		}
+		if len(left) == 0 {
+			return 0
+		}
+		slices.Sort(left)
+		return localMean(d2, h.values, left[min(h.spec.k, len(left))-1]*s, skip, w)
+	default: // kindTopK
+		return knnMean(d2, h.values, h.spec.k, skip)
+	}
+}
+
+// Every head of every layer, through one shared rowDists per query as the
+// readout's scoring uses it, gives the bits of its own scan and selection:
+// on distances with many ties (rows that tie past the 64 kept), at unit and
+// other bandwidths, with and without a left-out row, down to one row.
+func TestHeadOutputSharedNeighboursBitIdentical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 5))
+	layers := []layerSpec{layerSolve, layerSmooth, layerLocal, layerTopK}
+	for trial := range 120 {
+		n := []int{1, 2, 7, 40, 65, 130, 700}[trial%7]
+		base, values := make([]float64, n), make([]float64, n)
+		for j := range base {
+			switch trial % 3 {
+			case 0:
+				base[j] = float64(rng.IntN(5)) // ties across the kept 64
+			case 1:
+				base[j] = rng.ExpFloat64() * 3
+			default:
+				base[j] = float64(rng.IntN(40)) * 0.37
+			}
+			values[j] = rng.NormFloat64()
+		}
+		mults := []float64{1, 1.7, 0.35}
+		for _, skip := range []int{-1, 0, n / 2, n - 1} {
+			rd := newRowDists(n)
+			copy(rd.base, base)
+			rd.reset(skip)
+			buf := make([]float64, 2*n)
+			for _, ls := range layers {
+				for hi, spec := range ls {
+					if trial%2 == 1 && spec.kind != kindSolve {
+						spec.mult = mults[(trial+hi)%len(mults)]
+					}
+					h := &head{spec: spec, sf2: 1.3, values: values}
+					got := headOutput64(h, rd, buf)
+					want := headOutputScan(h, base, skip)
+					if math.Float64bits(got) != math.Float64bits(want) {
+						t.Fatalf("trial %d n=%d skip=%d head %+v: %v, scanning %v", trial, n, skip, spec, got, want)
+					}
+				}
+			}
+		}
+	}
+}
