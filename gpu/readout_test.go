@@ -64,7 +64,8 @@ func headOutputScan(h *head, base []float64, skip int) float64 {
 }
 
 // Every head of every layer, through one shared rowDists per query as the
-// readout's scoring uses it, gives the bits of its own scan and selection:
+// readout's scoring uses it, alone and paired (layerOutputs64), gives the
+// bits of its own scan and selection:
 // on distances with many ties (rows that tie past the 64 kept), at unit and
 // other bandwidths, with and without a left-out row, down to one row.
 func TestHeadOutputSharedNeighboursBitIdentical(t *testing.T) {
@@ -90,17 +91,46 @@ func TestHeadOutputSharedNeighboursBitIdentical(t *testing.T) {
 			copy(rd.base, base)
 			rd.reset(skip)
 			buf := make([]float64, 2*n)
+			dI := newRowDists(n)
+			copy(dI.base, base)
+			for j := range dI.base {
+				dI.base[j] *= 0.6
+			}
+			dI.reset(skip)
+			buf4 := make([]float64, 4*n)
 			for _, ls := range layers {
+				var hs [headsPerLayer]head
 				for hi, spec := range ls {
 					if trial%2 == 1 && spec.kind != kindSolve {
 						spec.mult = mults[(trial+hi)%len(mults)]
 					}
-					h := &head{spec: spec, sf2: 1.3, values: values}
+					hs[hi] = head{spec: spec, sf2: 1.3, values: values}
+					h := &hs[hi]
 					got := headOutput64(h, rd, buf)
 					want := headOutputScan(h, base, skip)
 					if math.Float64bits(got) != math.Float64bits(want) {
 						t.Fatalf("trial %d n=%d skip=%d head %+v: %v, scanning %v", trial, n, skip, spec, got, want)
 					}
+				}
+				// The layer at once, heads paired, in both metrics.
+				seen := 0
+				layerOutputs64(&hs, rd, dI, buf4, trial%4 == 1, func(h int, got float64) {
+					seen++
+					b := base
+					if hs[h].spec.metric == metricISO {
+						b = dI.base
+					}
+					if want := headOutputScan(&hs[h], b, skip); math.Float64bits(got) != math.Float64bits(want) {
+						t.Fatalf("trial %d n=%d skip=%d layer head %d %+v: %v, scanning %v", trial, n, skip, h, hs[h].spec, got, want)
+					}
+				})
+				if want := headsPerLayer; trial%4 == 1 && ls[0].kind == kindSolve {
+					want -= 2
+					if seen != want {
+						t.Fatalf("layer gave %d heads, want %d", seen, want)
+					}
+				} else if seen != want {
+					t.Fatalf("layer gave %d heads, want %d", seen, want)
 				}
 			}
 		}

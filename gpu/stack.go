@@ -201,7 +201,7 @@ func (c *contextFit) looCandidates(ctx context.Context, rows []int, ard, iso gpH
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
 	err := parallelFor(ctx, len(rows), 8, func(lo, hi int) {
 		dA, dI := newRowDists(n), newRowDists(n)
-		d2 := make([]float64, 2*n)
+		d2 := make([]float64, 4*n)
 		for a := lo; a < hi; a++ {
 			i := rows[a]
 			zi := c.z[i*f : (i+1)*f]
@@ -213,17 +213,7 @@ func (c *contextFit) looCandidates(ctx context.Context, rows []int, ard, iso gpH
 				dI.base[j] = sqDist(zi, zj, invI)
 			}
 			for l := range c.layers {
-				for h := range c.layers[l] {
-					hd := &c.layers[l][h]
-					if hd.spec.kind == kindSolve {
-						continue
-					}
-					rd := dA
-					if hd.spec.metric == metricISO {
-						rd = dI
-					}
-					out[l*headsPerLayer+h][a] = headOutput64(hd, rd, d2)
-				}
+				layerOutputs64(&c.layers[l], dA, dI, d2, true, func(h int, v float64) { out[l*headsPerLayer+h][a] = v })
 			}
 		}
 	})
@@ -309,7 +299,7 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 	// Rows are independent and put writes each row's own slots.
 	return parallelFor(ctx, len(te), 8, func(lo, hi int) {
 		dA, dI := newRowDists(m), newRowDists(m)
-		d2 := make([]float64, 2*m)
+		d2 := make([]float64, 4*m)
 		var buf []float64
 		for a := lo; a < hi; a++ {
 			zi := c.z[te[a]*f : (te[a]+1)*f]
@@ -326,14 +316,7 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 				near[a] = slices.Min(dA.base)
 			}
 			for l := range layers {
-				for h := range layers[l] {
-					hd := &layers[l][h]
-					rd := dA
-					if hd.spec.metric == metricISO {
-						rd = dI
-					}
-					put(1+l*headsPerLayer+h, a, headOutput64(hd, rd, d2))
-				}
+				layerOutputs64(&layers[l], dA, dI, d2, false, func(h int, v float64) { put(1+l*headsPerLayer+h, a, v) })
 			}
 		}
 	})
