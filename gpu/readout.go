@@ -42,24 +42,24 @@ func (r *rowDists) kth(k int) float64 {
 	return r.near[k-1]
 }
 
-// selectNear keeps at least the max(k, 64) nearest rows: the threshold t
-// is the kk-th smallest distance (a selection on the values), then every
-// row within t, taken in row order and sorted by (distance, row), is a
-// prefix of the whole (distance, row) order holding the kk nearest.
+// selectNear keeps the max(k, 64) nearest rows in (distance, row) order:
+// the threshold t is the kk-th smallest distance (a selection on the
+// values), and every row nearer than t is among them.
 func (r *rowDists) selectNear(k int) {
-	m := 0
+	kk := min(max(k, 64), r.left())
+	t := r.kthValue(kk)
+	// The rows nearer than t, in (distance, row) order, then the first
+	// rows at t in row order up to kk: many rows can tie at t (repeated
+	// values), and only the lowest of them belong.
+	r.near, r.rows, r.top = r.near[:0], r.rows[:0], r.top[:0]
 	for j, v := range r.base {
-		if j != r.skip {
-			r.sel[m] = v
-			m++
+		if j == r.skip || v > t {
+			continue
 		}
-	}
-	kk := min(max(k, 64), m)
-	t := kthSmallest(r.sel[:m], kk-1)
-	r.near, r.rows = r.near[:0], r.rows[:0]
-	for j, v := range r.base {
-		if v <= t && j != r.skip {
+		if v < t {
 			r.rows = append(r.rows, j)
+		} else if len(r.top) < kk {
+			r.top = append(r.top, j)
 		}
 	}
 	// Rows are in order, so a stable sort by distance is (distance, row).
@@ -73,9 +73,55 @@ func (r *rowDists) selectNear(k int) {
 		}
 		return 0
 	})
+	r.rows = append(r.rows, r.top[:kk-len(r.rows)]...)
 	for _, j := range r.rows {
 		r.near = append(r.near, r.base[j])
 	}
+}
+
+// kthValue is the kk-th smallest distance (1 ≤ kk ≤ the rows left in).
+// The selection runs on the rows within a bound, not on all of them: the
+// minima of kk groups (rows j ≡ q mod kk) are kk distinct rows, so the
+// largest of them is at least the kk-th smallest; on a large context few
+// rows lie within it.
+func (r *rowDists) kthValue(kk int) float64 {
+	n := len(r.base)
+	m := 0
+	if n >= 4*kk {
+		gm := r.sel[n-kk:] // the group minima, read before rows are copied over them
+		for q := range gm {
+			gm[q] = math.Inf(1)
+		}
+		q := 0
+		for j, v := range r.base {
+			if j != r.skip {
+				gm[q] = min(gm[q], v)
+			}
+			if q++; q == kk {
+				q = 0
+			}
+		}
+		bound := slices.Max(gm)
+		if bound < math.Inf(1) {
+			for j, v := range r.base {
+				if v <= bound && j != r.skip {
+					r.sel[m] = v
+					m++
+				}
+			}
+		}
+	}
+	if m < kk {
+		// A small context or an infinite bound: all rows.
+		m = 0
+		for j, v := range r.base {
+			if j != r.skip {
+				r.sel[m] = v
+				m++
+			}
+		}
+	}
+	return kthSmallest(r.sel[:m], kk-1)
 }
 
 // topMean is the mean of v over the k nearest rows (ties to the lower
