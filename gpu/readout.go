@@ -334,3 +334,18 @@ func ratio(num, den float64) float64 {
 	}
 	return num / den
 }
+
+// rowSqDists sets dA and dI to sqDist's bits from the point x to every
+// row, in the metrics invA and invI, with zt the rows feature by feature
+// (transpose): a feature's pass over the rows is a vector loop
+// (sqDistScaledAcc) where a row's loop over eight features was not.
+func rowSqDists(dA, dI, zt, x, invA, invI []float64) {
+	n := len(dA)
+	clear(dA)
+	clear(dI)
+	for d, c := range x {
+		col := zt[d*n : (d+1)*n]
+		sqDistScaledAcc(dA, col, c, invA[d])
+		sqDistScaledAcc(dI, col, c, invI[d])
+	}
+}

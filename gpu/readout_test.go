@@ -136,3 +136,27 @@ func TestHeadOutputSharedNeighboursBitIdentical(t *testing.T) {
 		}
 	}
 }
+
+// rowSqDists, feature by feature, gives sqDist's bits row by row.
+func TestRowSqDistsBitIdentical(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 6))
+	for _, nf := range [][2]int{{1, 1}, {9, 3}, {130, 8}, {257, 5}} {
+		n, f := nf[0], nf[1]
+		z, x := make([]float64, n*f), make([]float64, f)
+		invA, invI := make([]float64, f), make([]float64, f)
+		for i := range z {
+			z[i] = rng.NormFloat64()
+		}
+		for d := range f {
+			x[d], invA[d], invI[d] = rng.NormFloat64(), rng.ExpFloat64(), 0.8
+		}
+		dA, dI := make([]float64, n), make([]float64, n)
+		rowSqDists(dA, dI, transpose(z, n, f), x, invA, invI)
+		for j := range n {
+			zj := z[j*f : (j+1)*f]
+			if a, b := sqDist(x, zj, invA), sqDist(x, zj, invI); math.Float64bits(a) != math.Float64bits(dA[j]) || math.Float64bits(b) != math.Float64bits(dI[j]) {
+				t.Fatalf("n=%d f=%d row %d: %v %v, sqDist %v %v", n, f, j, dA[j], dI[j], a, b)
+			}
+		}
+	}
+}

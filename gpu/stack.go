@@ -199,19 +199,15 @@ func (c *contextFit) looCandidates(ctx context.Context, rows []int, ard, iso gpH
 		}
 	}
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
+	zt := transpose(c.z, n, f)
 	err := parallelFor(ctx, len(rows), 8, func(lo, hi int) {
 		dA, dI := newRowDists(n), newRowDists(n)
 		d2 := make([]float64, 4*n)
 		for a := lo; a < hi; a++ {
 			i := rows[a]
-			zi := c.z[i*f : (i+1)*f]
 			dA.reset(i)
 			dI.reset(i)
-			for j := range n {
-				zj := c.z[j*f : (j+1)*f]
-				dA.base[j] = sqDist(zi, zj, invA)
-				dI.base[j] = sqDist(zi, zj, invI)
-			}
+			rowSqDists(dA.base, dI.base, zt, c.z[i*f:(i+1)*f], invA, invI)
 			for l := range c.layers {
 				layerOutputs64(&c.layers[l], dA, dI, d2, true, func(h int, v float64) { out[l*headsPerLayer+h][a] = v })
 			}
@@ -296,6 +292,7 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 	}
 	kf := 1 + len(layers)*headsPerLayer
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
+	zc := transpose(zt, m, f)
 	// Rows are independent and put writes each row's own slots.
 	return parallelFor(ctx, len(te), 8, func(lo, hi int) {
 		dA, dI := newRowDists(m), newRowDists(m)
@@ -307,11 +304,7 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 			put(kf, a, fo.predict(zi))
 			dA.reset(-1)
 			dI.reset(-1)
-			for j := range m {
-				zj := zt[j*f : (j+1)*f]
-				dA.base[j] = sqDist(zi, zj, invA)
-				dI.base[j] = sqDist(zi, zj, invI)
-			}
+			rowSqDists(dA.base, dI.base, zc, zi, invA, invI)
 			if near != nil {
 				near[a] = slices.Min(dA.base)
 			}
