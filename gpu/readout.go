@@ -38,6 +38,9 @@ func (r *rowDists) left() int {
 func (r *rowDists) kth(k int) float64 {
 	if k > len(r.near) {
 		r.selectNear(k)
+		if k > len(r.near) {
+			return math.NaN()
+		}
 	}
 	return r.near[k-1]
 }
@@ -56,26 +59,30 @@ func (r *rowDists) selectNear(k int) {
 		if j == r.skip || v > t {
 			continue
 		}
-		if v < t {
-			r.rows = append(r.rows, j)
-		} else if len(r.top) < kk {
-			r.top = append(r.top, j)
+		if v == t {
+			if len(r.top) < kk {
+				r.top = append(r.top, j)
+			}
+			continue
 		}
+		// Fewer than kk rows are nearer than t (unless a NaN misled the
+		// selection): an insertion sort, in which a row goes after every
+		// row of its distance (they came first), keeps them in
+		// (distance, row) order.
+		if len(r.near) == kk {
+			continue
+		}
+		r.near, r.rows = append(r.near, v), append(r.rows, j)
+		c := len(r.near) - 1
+		for ; c > 0 && r.near[c-1] > v; c-- {
+			r.near[c], r.rows[c] = r.near[c-1], r.rows[c-1]
+		}
+		r.near[c], r.rows[c] = v, j
 	}
-	// Rows are in order, so a stable sort by distance is (distance, row).
-	slices.SortStableFunc(r.rows, func(a, b int) int {
-		da, db := r.base[a], r.base[b]
-		if da < db {
-			return -1
-		}
-		if da > db {
-			return 1
-		}
-		return 0
-	})
-	r.rows = append(r.rows, r.top[:kk-len(r.rows)]...)
-	for _, j := range r.rows {
-		r.near = append(r.near, r.base[j])
+	// Only a NaN distance (which no comparison places) leaves fewer than
+	// kk rows; kth then answers NaN.
+	for _, j := range r.top[:min(kk-len(r.rows), len(r.top))] {
+		r.near, r.rows = append(r.near, t), append(r.rows, j)
 	}
 }
 
@@ -133,7 +140,7 @@ func (r *rowDists) topMean(v []float64, k int) float64 {
 		return 0
 	}
 	r.kth(k)
-	r.top = append(r.top[:0], r.rows[:k]...)
+	r.top = append(r.top[:0], r.rows[:min(k, len(r.rows))]...)
 	slices.Sort(r.top)
 	var s float64
 	for _, j := range r.top {

@@ -160,3 +160,27 @@ func TestRowSqDistsBitIdentical(t *testing.T) {
 		}
 	}
 }
+
+// A NaN distance (no comparison places it) gives NaN or a wrong head
+// output, as any selection would, but reads nothing outside the row.
+func TestHeadOutputNaNDistance(t *testing.T) {
+	const n = 300
+	rng := rand.New(rand.NewPCG(16, 7))
+	rd := newRowDists(n)
+	values := make([]float64, n)
+	for j := range n {
+		rd.base[j], values[j] = rng.ExpFloat64(), rng.NormFloat64()
+		if j%3 == 0 {
+			rd.base[j] = math.NaN()
+		}
+	}
+	rd.reset(-1)
+	buf := make([]float64, 4*n)
+	for _, ls := range []layerSpec{layerSolve, layerSmooth, layerLocal, layerTopK} {
+		var hs [headsPerLayer]head
+		for h, spec := range ls {
+			hs[h] = head{spec: spec, sf2: 1, values: values}
+		}
+		layerOutputs64(&hs, rd, rd, buf, false, func(int, float64) {})
+	}
+}
