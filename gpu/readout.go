@@ -218,128 +218,23 @@ func headOutput64(h *head, rd *rowDists, buf []float64) float64 {
 }
 
 // layerOutputs64 calls put(h, v) with the output v of every head h of the
-// layer (solve heads too unless skipSolve), headOutput64's bits, with dA
-// and dI the query's distances in each metric and buf scratch of at least
-// 4·len(dA.base). Two smooth or two local heads of one metric are scored
-// in one pass: each head's sums are a chain of dependent additions in row
-// order (which the bits depend on), so a head alone waits on its adder's
-// latency, and two chains side by side take about the time of one.
+// layer (solve heads too unless skipSolve), with dA and dI the query's
+// distances in each metric and buf scratch of at least 2·len(dA.base).
+// Scoring two smooth or two local heads of a metric in one pass (their
+// row-order sums are dependent chains, which could overlap) measured no
+// gain in Fit's CPU (BENCHMARKS.md, "Readout, third session").
 func layerOutputs64(ls *[headsPerLayer]head, dA, dI *rowDists, buf []float64, skipSolve bool, put func(h int, v float64)) {
-	var done [headsPerLayer]bool
 	for h := range ls {
 		hd := &ls[h]
-		if done[h] || skipSolve && hd.spec.kind == kindSolve {
+		if skipSolve && hd.spec.kind == kindSolve {
 			continue
 		}
 		rd := dA
 		if hd.spec.metric == metricISO {
 			rd = dI
 		}
-		mate := -1
-		if k := hd.spec.kind; k == kindSmooth || k == kindLocal {
-			for h2 := h + 1; h2 < headsPerLayer; h2++ {
-				if o := &ls[h2].spec; !done[h2] && o.kind == k && o.metric == hd.spec.metric {
-					mate = h2
-					break
-				}
-			}
-		}
-		if mate < 0 {
-			put(h, headOutput64(hd, rd, buf))
-			continue
-		}
-		a, b := pairOutput64(hd, &ls[mate], rd, buf)
-		put(h, a)
-		put(mate, b)
-		done[mate] = true
+		put(h, headOutput64(hd, rd, buf))
 	}
-}
-
-// scaledDists is rd's distances at scale s: rd's own at s = 1, else
-// written to dst.
-func scaledDists(rd *rowDists, s float64, dst []float64) []float64 {
-	if s == 1 {
-		return rd.base
-	}
-	for j, v := range rd.base {
-		dst[j] = v * s
-	}
-	return dst
-}
-
-// pairOutput64 is headOutput64 of two smooth or two local heads (a and b
-// of one kind) on rd, in one pass over the rows; buf holds 4·len(rd.base).
-func pairOutput64(a, b *head, rd *rowDists, buf []float64) (float64, float64) {
-	n := len(rd.base)
-	sa, sb := 1/(a.spec.mult*a.spec.mult), 1/(b.spec.mult*b.spec.mult)
-	da := scaledDists(rd, sa, buf[:n])
-	db := da
-	if sb != sa {
-		db = scaledDists(rd, sb, buf[n:2*n])
-	}
-	wa, wb := buf[2*n:3*n], buf[3*n:4*n]
-	va, vb := a.values[:n], b.values[:n]
-	skip := rd.skip
-	m := rd.left()
-	var na, ea, nb, eb float64 // numerators and denominators
-	if a.spec.kind == kindSmooth {
-		ma, mb := math.Inf(1), math.Inf(1)
-		if m > 0 {
-			ma, mb = rd.kth(1)*sa, rd.kth(1)*sb
-		}
-		expScaled(wa, da, -0.5, ma)
-		expScaled(wb, db, -0.5, mb)
-		for j := range n {
-			if j == skip {
-				continue
-			}
-			if da[j]-ma <= 2*farExp {
-				na += wa[j] * va[j]
-				ea += wa[j]
-			}
-			if db[j]-mb <= 2*farExp {
-				nb += wb[j] * vb[j]
-				eb += wb[j]
-			}
-		}
-		return ratio(na, ea), ratio(nb, eb)
-	}
-	// Local heads: localMean's bandwidths, cut-offs and sums.
-	if m <= 0 {
-		return 0, 0
-	}
-	ha, hb := rd.kth(min(a.spec.k, m))*sa, rd.kth(min(b.spec.k, m))*sb
-	if ha <= 0 {
-		ha = 1e-300
-	}
-	if hb <= 0 {
-		hb = 1e-300
-	}
-	fa, fb := 2*farExp*ha, 2*farExp*hb
-	expScaled(wa, da, -0.5/ha, 0)
-	expScaled(wb, db, -0.5/hb, 0)
-	for j := range n {
-		if j == skip {
-			continue
-		}
-		if !(da[j] > fa) {
-			na += wa[j] * va[j]
-			ea += wa[j]
-		}
-		if !(db[j] > fb) {
-			nb += wb[j] * vb[j]
-			eb += wb[j]
-		}
-	}
-	return ratio(na, ea), ratio(nb, eb)
-}
-
-// ratio is num/den, 0 where den is.
-func ratio(num, den float64) float64 {
-	if den == 0 {
-		return 0
-	}
-	return num / den
 }
 
 // rowSqDists sets dA and dI to sqDist's bits from the point x to every

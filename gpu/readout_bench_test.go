@@ -26,9 +26,9 @@ func BenchmarkFitForest(b *testing.B) {
 	b.ReportMetric((cpuSeconds()-cpu0)*1e3/float64(b.N), "cpu-ms/op")
 }
 
-// BenchmarkReadoutRow scores every head of the four layers on one query's
-// distances to 1,000 rows (Fit's leave-one-out scoring does this per
-// scored row): each head alone, and the layer at once with heads paired.
+// BenchmarkReadoutRow scores every non-solve head of the four layers on
+// one query's distances to 1,000 rows, as Fit's leave-one-out scoring does
+// for each scored row.
 func BenchmarkReadoutRow(b *testing.B) {
 	const n = 1000
 	X, y := synth(n, 8, 21)
@@ -50,36 +50,15 @@ func BenchmarkReadoutRow(b *testing.B) {
 			layers[l][h] = head{spec: spec, sf2: 1, values: y}
 		}
 	}
-	buf := make([]float64, 4*n)
+	buf := make([]float64, 2*n)
 	var sink float64
-	b.Run("alone", func(b *testing.B) {
-		for b.Loop() {
-			dA.reset(0)
-			dI.reset(0)
-			for l := range layers {
-				for h := range layers[l] {
-					hd := &layers[l][h]
-					if hd.spec.kind == kindSolve {
-						continue
-					}
-					rd := dA
-					if hd.spec.metric == metricISO {
-						rd = dI
-					}
-					sink += headOutput64(hd, rd, buf)
-				}
-			}
+	for b.Loop() {
+		dA.reset(0)
+		dI.reset(0)
+		for l := range layers {
+			layerOutputs64(&layers[l], dA, dI, buf, true, func(h int, v float64) { sink += v })
 		}
-	})
-	b.Run("paired", func(b *testing.B) {
-		for b.Loop() {
-			dA.reset(0)
-			dI.reset(0)
-			for l := range layers {
-				layerOutputs64(&layers[l], dA, dI, buf, true, func(h int, v float64) { sink += v })
-			}
-		}
-	})
+	}
 	_ = sink
 }
 

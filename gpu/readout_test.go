@@ -64,7 +64,7 @@ func headOutputScan(h *head, base []float64, skip int) float64 {
 }
 
 // Every head of every layer, through one shared rowDists per query as the
-// readout's scoring uses it, alone and paired (layerOutputs64), gives the
+// readout's scoring uses it, one by one and a layer at once, gives the
 // bits of its own scan and selection:
 // on distances with many ties (rows that tie past the 64 kept), at unit and
 // other bandwidths, with and without a left-out row, down to one row.
@@ -97,7 +97,7 @@ func TestHeadOutputSharedNeighboursBitIdentical(t *testing.T) {
 				dI.base[j] *= 0.6
 			}
 			dI.reset(skip)
-			buf4 := make([]float64, 4*n)
+			buf2 := make([]float64, 2*n)
 			for _, ls := range layers {
 				var hs [headsPerLayer]head
 				for hi, spec := range ls {
@@ -112,9 +112,9 @@ func TestHeadOutputSharedNeighboursBitIdentical(t *testing.T) {
 						t.Fatalf("trial %d n=%d skip=%d head %+v: %v, scanning %v", trial, n, skip, spec, got, want)
 					}
 				}
-				// The layer at once, heads paired, in both metrics.
+				// The layer at once, in both metrics.
 				seen := 0
-				layerOutputs64(&hs, rd, dI, buf4, trial%4 == 1, func(h int, got float64) {
+				layerOutputs64(&hs, rd, dI, buf2, trial%4 == 1, func(h int, got float64) {
 					seen++
 					b := base
 					if hs[h].spec.metric == metricISO {
@@ -175,7 +175,7 @@ func TestHeadOutputNaNDistance(t *testing.T) {
 		}
 	}
 	rd.reset(-1)
-	buf := make([]float64, 4*n)
+	buf := make([]float64, 2*n)
 	for _, ls := range []layerSpec{layerSolve, layerSmooth, layerLocal, layerTopK} {
 		var hs [headsPerLayer]head
 		for h, spec := range ls {

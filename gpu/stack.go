@@ -202,7 +202,7 @@ func (c *contextFit) looCandidates(ctx context.Context, rows []int, ard, iso gpH
 	zt := transpose(c.z, n, f)
 	err := parallelFor(ctx, len(rows), 8, func(lo, hi int) {
 		dA, dI := newRowDists(n), newRowDists(n)
-		d2 := make([]float64, 4*n)
+		d2 := make([]float64, 2*n)
 		for a := lo; a < hi; a++ {
 			i := rows[a]
 			dA.reset(i)
@@ -296,7 +296,7 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 	// Rows are independent and put writes each row's own slots.
 	return parallelFor(ctx, len(te), 8, func(lo, hi int) {
 		dA, dI := newRowDists(m), newRowDists(m)
-		d2 := make([]float64, 4*m)
+		d2 := make([]float64, 2*m)
 		var buf []float64
 		for a := lo; a < hi; a++ {
 			zi := c.z[te[a]*f : (te[a]+1)*f]
