@@ -140,7 +140,13 @@ func fitForest(ctx context.Context, z []float64, n, f int, y []float64, oob []fl
 	if err != nil {
 		return nil, err
 	}
-	fo := &forest{}
+	// The forest's nodes in one allocation: appending tree by tree
+	// reallocated them a dozen times per forest.
+	total := 0
+	for _, tr := range trees {
+		total += len(tr)
+	}
+	fo := &forest{nodes: make([]forestNode, 0, total), roots: make([]int32, 0, len(trees))}
 	for _, tr := range trees {
 		base := int32(len(fo.nodes))
 		fo.roots = append(fo.roots, base)
@@ -188,6 +194,8 @@ type treeGrower struct {
 	hw, hy     []float64 // histograms: draws and draws·y per bin
 	feats      []int
 	rng        uint64
+	nodes      []forestNode // the tree being grown
+	stack      []growItem
 }
 
 func newTreeGrower(bn *binning, n, f int, y []float64) *treeGrower {
@@ -222,11 +230,10 @@ func (g *treeGrower) grow(seed uint64, keepDraws bool) ([]forestNode, []int32) {
 			g.rows = append(g.rows, int32(i))
 		}
 	}
-	nodes := []forestNode{{}}
-	type item struct {
-		node, lo, hi, depth int
-	}
-	stack := []item{{0, 0, len(g.rows), 0}}
+	// Nodes grow in the grower's buffer, kept from tree to tree; the
+	// tree gets an exact copy.
+	nodes := append(g.nodes[:0], forestNode{})
+	stack := append(g.stack[:0], growItem{0, 0, len(g.rows), 0})
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -238,13 +245,19 @@ func (g *treeGrower) grow(seed uint64, keepDraws bool) ([]forestNode, []int32) {
 		left := len(nodes)
 		nodes = append(nodes, forestNode{}, forestNode{})
 		nodes[it.node] = forestNode{feat: int32(feat), left: int32(left), thr: thr}
-		stack = append(stack, item{left + 1, mid, it.hi, it.depth + 1}, item{left, it.lo, mid, it.depth + 1})
+		stack = append(stack, growItem{left + 1, mid, it.hi, it.depth + 1}, growItem{left, it.lo, mid, it.depth + 1})
 	}
+	g.nodes, g.stack = nodes, stack
 	var draws []int32
 	if keepDraws {
 		draws = slices.Clone(g.cnt)
 	}
-	return nodes, draws
+	return slices.Clone(nodes), draws
+}
+
+// growItem is a node waiting to be split: rows[lo:hi] at depth.
+type growItem struct {
+	node, lo, hi, depth int
 }
 
 // split finds the best split of rows[lo:hi] over a random choice of mtry

@@ -7,104 +7,6 @@ import (
 	"slices"
 )
 
-// rowDists is one query's squared distances to the context rows in one
-// metric at bandwidth 1, with row skip (−1: none) left out, and, once a
-// local head asks, its nearest distances sorted: every local head of the
-// metric reads its k-th nearest from them instead of selecting again.
-type rowDists struct {
-	base []float64
-	skip int
-	near []float64 // the smallest of base without skip, ascending
-	sel  []float64 // scratch, len(base)
-}
-
-func newRowDists(n int) *rowDists {
-	return &rowDists{base: make([]float64, n), sel: make([]float64, n)}
-}
-
-// reset starts a new query: base is filled by the caller.
-func (r *rowDists) reset(skip int) { r.skip, r.near = skip, r.near[:0] }
-
-// kth is the k-th smallest distance (1-based, at most the rows left in).
-func (r *rowDists) kth(k int) float64 {
-	if k > len(r.near) {
-		m := 0
-		for j, v := range r.base {
-			if j != r.skip {
-				r.sel[m] = v
-				m++
-			}
-		}
-		kk := min(max(k, 64), m)
-		kthSmallest(r.sel[:m], kk-1) // the kk smallest now lead sel
-		r.near = append(r.near[:0], r.sel[:kk]...)
-		slices.Sort(r.near)
-	}
-	return r.near[k-1]
-}
-
-// farExp is where a weight e^−x is left out of a head's sums: x > 40 is a
-// weight below 4·10⁻¹⁸ of the head's largest, which moves its output by
-// less than rows × 10⁻¹⁷ relative and saves the exp for most rows.
-const farExp = 40
-
-// headOutput64 is a head's output in float64 for a query whose distances
-// are rd; the head's bandwidth multiple is applied here. buf is scratch of
-// at least 2·len(rd.base). Weights are expNeg's (expScaled, a whole row at
-// a time), within 1e-9 relative of math.Exp's. Leaving out rd's
-// row gives the leave-one-out prediction of a context row. Fitting uses it
-// to score heads; predictions go through the KV cache.
-func headOutput64(h *head, rd *rowDists, buf []float64) float64 {
-	n := len(rd.base)
-	d2, w := buf[:n], buf[n:2*n]
-	s := 1 / (h.spec.mult * h.spec.mult)
-	skip := rd.skip
-	for j, v := range rd.base {
-		d2[j] = v * s
-	}
-	switch h.spec.kind {
-	case kindSolve:
-		expScaled(w, d2, -0.5, 0)
-		var out float64
-		for j := range d2 {
-			if j != skip {
-				out += h.sf2 * w[j] * h.values[j]
-			}
-		}
-		return out
-	case kindSmooth:
-		dmin := math.Inf(1)
-		for j, v := range d2 {
-			if j != skip {
-				dmin = min(dmin, v)
-			}
-		}
-		expScaled(w, d2, -0.5, dmin)
-		var num, den float64
-		for j, v := range d2 {
-			if j != skip && v-dmin <= 2*farExp {
-				num += w[j] * h.values[j]
-				den += w[j]
-			}
-		}
-		if den == 0 {
-			return 0
-		}
-		return num / den
-	case kindLocal:
-		m := len(d2)
-		if skip >= 0 {
-			m--
-		}
-		if m <= 0 {
-			return 0
-		}
-		return localMean(d2, h.values, rd.kth(min(h.spec.k, m))*s, skip, w)
-	default: // kindTopK
-		return knnMean(d2, h.values, h.spec.k, skip)
-	}
-}
-
 // minMixRows is the fewest block rows whose near ones join the near
 // readout's selection: blocks of a smaller context are a few dozen rows
 // each, predicted from a fifth fewer rows than the context has, and their
@@ -297,31 +199,17 @@ func (c *contextFit) looCandidates(ctx context.Context, rows []int, ard, iso gpH
 		}
 	}
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
+	zt := transpose(c.z, n, f)
 	err := parallelFor(ctx, len(rows), 8, func(lo, hi int) {
 		dA, dI := newRowDists(n), newRowDists(n)
 		d2 := make([]float64, 2*n)
 		for a := lo; a < hi; a++ {
 			i := rows[a]
-			zi := c.z[i*f : (i+1)*f]
 			dA.reset(i)
 			dI.reset(i)
-			for j := range n {
-				zj := c.z[j*f : (j+1)*f]
-				dA.base[j] = sqDist(zi, zj, invA)
-				dI.base[j] = sqDist(zi, zj, invI)
-			}
+			rowSqDists(dA.base, dI.base, zt, c.z[i*f:(i+1)*f], invA, invI)
 			for l := range c.layers {
-				for h := range c.layers[l] {
-					hd := &c.layers[l][h]
-					if hd.spec.kind == kindSolve {
-						continue
-					}
-					rd := dA
-					if hd.spec.metric == metricISO {
-						rd = dI
-					}
-					out[l*headsPerLayer+h][a] = headOutput64(hd, rd, d2)
-				}
+				layerOutputs64(&c.layers[l], dA, dI, d2, true, func(h int, v float64) { out[l*headsPerLayer+h][a] = v })
 			}
 		}
 	})
@@ -404,6 +292,7 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 	}
 	kf := 1 + len(layers)*headsPerLayer
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
+	zc := transpose(zt, m, f)
 	// Rows are independent and put writes each row's own slots.
 	return parallelFor(ctx, len(te), 8, func(lo, hi int) {
 		dA, dI := newRowDists(m), newRowDists(m)
@@ -415,23 +304,12 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 			put(kf, a, fo.predict(zi))
 			dA.reset(-1)
 			dI.reset(-1)
-			for j := range m {
-				zj := zt[j*f : (j+1)*f]
-				dA.base[j] = sqDist(zi, zj, invA)
-				dI.base[j] = sqDist(zi, zj, invI)
-			}
+			rowSqDists(dA.base, dI.base, zc, zi, invA, invI)
 			if near != nil {
 				near[a] = slices.Min(dA.base)
 			}
 			for l := range layers {
-				for h := range layers[l] {
-					hd := &layers[l][h]
-					rd := dA
-					if hd.spec.metric == metricISO {
-						rd = dI
-					}
-					put(1+l*headsPerLayer+h, a, headOutput64(hd, rd, d2))
-				}
+				layerOutputs64(&layers[l], dA, dI, d2, false, func(h int, v float64) { put(1+l*headsPerLayer+h, a, v) })
 			}
 		}
 	})
