@@ -95,13 +95,15 @@ func glitchBounds(sorted []float64) (lo, hi float64) {
 }
 
 // value returns row's cell of raw column c and whether it is present: in
-// the row, finite and no glitch.
-func (pp *prep) value(row []float64, c int) (float64, bool) {
+// the row, finite and, in a context row (ctxRow), no glitch. A query is
+// taken as asked: one far outside the context is the user's question, not
+// a glitch, and imputing it would answer another (edge.go bounds it).
+func (pp *prep) value(row []float64, c int, ctxRow bool) (float64, bool) {
 	if c >= len(row) {
 		return 0, false
 	}
 	v := row[c]
-	return v, !missing(v) && v >= pp.lo[c] && v <= pp.hi[c]
+	return v, !missing(v) && (!ctxRow || v >= pp.lo[c] && v <= pp.hi[c])
 }
 
 // fitPrep fits the preprocessing on the context and returns it with the
@@ -142,7 +144,7 @@ func fitPrep(X [][]float64, y []float64) (*prep, []float64, []float64, error) {
 			pp.indicator = append(pp.indicator, c)
 		}
 	}
-	raw := pp.rawRows(X)
+	raw := pp.rawRows(X, true)
 	w := len(pp.cols) + len(pp.indicator)
 	pp.mean = make([]float64, w)
 	pp.scale = make([]float64, w)
@@ -215,21 +217,22 @@ func trimSorted(sorted []float64, lo, hi float64) []float64 {
 	return sorted[a:b]
 }
 
-// rawRows imputes and lays out the kept columns then the indicators.
-func (pp *prep) rawRows(X [][]float64) []float64 {
+// rawRows imputes and lays out the kept columns then the indicators; ctx
+// says X is context rows, whose glitches are missing.
+func (pp *prep) rawRows(X [][]float64, ctx bool) []float64 {
 	w := len(pp.cols) + len(pp.indicator)
 	out := make([]float64, len(X)*w)
 	for i, row := range X {
 		o := out[i*w : (i+1)*w]
 		for k, c := range pp.cols {
-			v, ok := pp.value(row, c)
+			v, ok := pp.value(row, c, ctx)
 			if !ok {
 				v = pp.median[c]
 			}
 			o[k] = v
 		}
 		for k, c := range pp.indicator {
-			if _, ok := pp.value(row, c); !ok {
+			if _, ok := pp.value(row, c, ctx); !ok {
 				o[len(pp.cols)+k] = 1
 			}
 		}
@@ -280,12 +283,18 @@ func (pp *prep) project(z []float64, n int) []float64 {
 
 // transform maps query rows into the model's feature space.
 func (pp *prep) transform(X [][]float64) ([]float64, error) {
+	return pp.transformRows(X, false)
+}
+
+// transformRows maps rows into the model's feature space; ctx says they
+// are context rows (a window fitted like a base: FitLike).
+func (pp *prep) transformRows(X [][]float64, ctx bool) ([]float64, error) {
 	for i, row := range X {
 		if len(row) != pp.inCols {
 			return nil, fmt.Errorf("query row %d has %d features, the context has %d", i, len(row), pp.inCols)
 		}
 	}
-	z := pp.standardise(pp.rawRows(X), len(X))
+	z := pp.standardise(pp.rawRows(X, ctx), len(X))
 	if pp.proj != nil {
 		z = pp.project(z, len(X))
 	}

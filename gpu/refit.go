@@ -60,7 +60,7 @@ func refitContext(ctx context.Context, cfg modelConfig, base *contextFit, X [][]
 		return nil, fmt.Errorf("context has %d rows but %d targets", len(X), len(y))
 	}
 	pp := base.pp
-	z, err := pp.transform(X)
+	z, err := pp.transformRows(X, true)
 	if err != nil {
 		return nil, err
 	}
