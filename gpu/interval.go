@@ -35,6 +35,10 @@ type calibration struct {
 	z      []float64 // the points of rows when they are not the context's (FitLike); nil: the context's
 }
 
+// minGlobalR2 is the floor of the mean squared residual (standardised
+// units): far below any real error, far above underflow.
+const minGlobalR2 = 1e-150
+
 // shrinkRows is the prior weight, in rows, of the global scale in the local
 // one: with few effective neighbours the local mean is noise.
 const shrinkRows = 4
@@ -56,8 +60,11 @@ func (c *contextFit) calibrate(ctx context.Context, near, blk *heldOut) error {
 		cal.r2[a] = d * d
 		cal.global += d * d / float64(len(res))
 	}
-	if !(cal.global > 0) {
-		cal.global = math.SmallestNonzeroFloat64
+	if !(cal.global > minGlobalR2) {
+		// An exact fit (noise-free rows): a floor the local scales, a
+		// millionth of it and their logarithms stay finite at; the
+		// smallest float made the scale 0 and every quantile 0/0.
+		cal.global = minGlobalR2
 	}
 	cal.k = min(max(len(res)/20, 8), 64, len(res))
 	c.cal = cal

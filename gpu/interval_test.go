@@ -180,3 +180,54 @@ func TestQuantilesConstantModel(t *testing.T) {
 		t.Errorf("constant target: quantiles %v, want [7 7]", got)
 	}
 }
+
+// An exact fit (noise-free rows, repeated points) gives finite medians and
+// quantiles: the residuals' mean square fell to the smallest float, the
+// local scale to 0 and every normalised residual to 0/0 (null on the wire).
+func TestQuantilesOfAnExactFit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		X    [][]float64
+		y    []float64
+	}{
+		{"two points twice", [][]float64{{1}, {1}, {2}, {2}}, []float64{5, 5, 7, 7}},
+		{"a line on two levels", rows(300, func(i int) []float64 { return []float64{float64(i % 2)} }), ys(300, func(i int) float64 { return 10 * float64(i%2) })},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := NewRegressor("regressd/model-2l")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Fit(t.Context(), tc.X, tc.y); err != nil {
+				t.Fatal(err)
+			}
+			p, err := r.PredictDetailed(t.Context(), [][]float64{tc.X[0], {1.5}}, PredictOptions{Quantiles: []float64{0.1, 0.5, 0.9}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for q := range p.Mean {
+				for k, v := range append([]float64{p.Median[q]}, p.Quantiles[q]...) {
+					if math.IsNaN(v) || math.IsInf(v, 0) {
+						t.Fatalf("query %d: value %d is %v (median %v, quantiles %v)", q, k, v, p.Median, p.Quantiles)
+					}
+				}
+			}
+		})
+	}
+}
+
+func rows(n int, f func(int) []float64) [][]float64 {
+	out := make([][]float64, n)
+	for i := range out {
+		out[i] = f(i)
+	}
+	return out
+}
+
+func ys(n int, f func(int) float64) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = f(i)
+	}
+	return out
+}
