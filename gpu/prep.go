@@ -252,11 +252,16 @@ func (pp *prep) standardise(raw []float64, n int) []float64 {
 
 // fitProjection keeps the leading principal axes of the standardised columns.
 func (pp *prep) fitProjection(z []float64, n, w int) {
-	cov := gram(z, n, w)
-	for e := range cov {
-		cov[e] /= float64(n)
+	var vals, vecs []float64
+	if n < w {
+		vals, vecs = dualAxes(z, n, w)
+	} else {
+		cov := gram(z, n, w)
+		for e := range cov {
+			cov[e] /= float64(n)
+		}
+		vals, vecs = symEigen(cov, w)
 	}
-	vals, vecs := symEigen(cov, w)
 	var tot float64
 	for _, v := range vals {
 		tot += max(v, 0)
@@ -268,6 +273,39 @@ func (pp *prep) fitProjection(z []float64, n, w int) {
 	}
 	pp.proj = vecs[:k*w]
 	pp.outDim = k
+}
+
+// dualAxes returns the principal axes (rows of vecs) and variances of the
+// n×w rows z when n < w, through the n×n matrix z·zᵀ/n: it has the same
+// nonzero eigenvalues as the covariance, and axis k is zᵀ·u_k/√(n·λ_k).
+// That costs O(n²·w + n³) instead of the covariance's O(w³): 40 rows of
+// 2,000 columns took six minutes through the w×w Jacobi rotations. Axes
+// past the rank (λ ≤ 0) are left zero.
+func dualAxes(z []float64, n, w int) (vals, vecs []float64) {
+	g := make([]float64, n*n)
+	for i := range n {
+		for j := 0; j <= i; j++ {
+			s := dot(z[i*w:(i+1)*w], z[j*w:(j+1)*w]) / float64(n)
+			g[i*n+j], g[j*n+i] = s, s
+		}
+	}
+	vals, u := symEigen(g, n)
+	vecs = make([]float64, n*w)
+	for k := range n {
+		if !(vals[k] > 0) {
+			vals[k] = 0
+			continue
+		}
+		s := 1 / math.Sqrt(float64(n)*vals[k])
+		axis := vecs[k*w : (k+1)*w]
+		for i := range n {
+			c := u[k*n+i] * s
+			for d, v := range z[i*w : (i+1)*w] {
+				axis[d] += c * v
+			}
+		}
+	}
+	return vals, vecs
 }
 
 func (pp *prep) project(z []float64, n int) []float64 {

@@ -124,3 +124,31 @@ func TestGlitchBoundsKeepHeavyTails(t *testing.T) {
 		t.Errorf("exponential column with 1e7: upper bound %g keeps the glitch", hi)
 	}
 }
+
+// dualAxes (fewer rows than columns) finds the covariance's principal axes
+// and variances, up to each axis's sign.
+func TestDualAxesMatchCovariance(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const n, w = 30, 160
+	z := make([]float64, n*w)
+	for i := range n {
+		a, b := r.NormFloat64()*3, r.NormFloat64()
+		for d := range w {
+			z[i*w+d] = a*math.Sin(float64(d)) + b*math.Cos(float64(d)/3) + 0.1*r.NormFloat64()
+		}
+	}
+	cov := gram(z, n, w)
+	for e := range cov {
+		cov[e] /= n
+	}
+	pv, pvec := symEigen(cov, w)
+	dv, dvec := dualAxes(z, n, w)
+	for k := range 5 {
+		if math.Abs(pv[k]-dv[k]) > 1e-9*pv[0] {
+			t.Errorf("variance %d: %g by the covariance, %g dual", k, pv[k], dv[k])
+		}
+		if c := math.Abs(dot(pvec[k*w:(k+1)*w], dvec[k*w:(k+1)*w])); math.Abs(c-1) > 1e-6 {
+			t.Errorf("axis %d: |cos| = %g between the two", k, c)
+		}
+	}
+}
