@@ -375,6 +375,9 @@ func keepRows(mask, keep []bool) []bool {
 
 func loadSplits(path string, rows int) ([][]bool, error) {
 	header, recs, err := readCSVFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("split file: %w (random folds read fixed splits from splits/<name>.csv; --folds blocks needs none)", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("split file: %w", err)
 	}
