@@ -77,6 +77,14 @@ func Fit(ctx context.Context, cfg Config, newReg NewRegressor, X [][]float64, y 
 	}
 	if !m.applied {
 		if _, _, err := m.whole.fitted(ctx, m.t, newReg, nil); err != nil {
+			if cfg.Policy == nil {
+				// No policy was asked for: the whole context is one plain
+				// fit, and its error should read as one.
+				if inner := errors.Unwrap(err); inner != nil {
+					err = inner
+				}
+				return nil, err
+			}
 			return nil, fmt.Errorf("large context: %w", err)
 		}
 	}
