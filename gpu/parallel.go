@@ -79,3 +79,16 @@ func dot(a, b []float64) float64 {
 	}
 	return (s0 + s1) + (s2 + s3)
 }
+
+// parallelDo runs each task once, on as many cores as parallelFor gives
+// (one piece per task). Each task must write only its own outputs, and the
+// caller combines them in a fixed order afterwards, so that the result is
+// the same however many cores ran them. Once ctx ends no further task
+// starts; the error then wraps ctx.Err().
+func parallelDo(ctx context.Context, tasks ...func()) error {
+	return parallelFor(ctx, len(tasks), 1, func(lo, hi int) {
+		for _, t := range tasks[lo:hi] {
+			t()
+		}
+	})
+}
