@@ -11,7 +11,10 @@ import (
 // The split depends only on n and grain, never on GOMAXPROCS, and every
 // piece writes only its own outputs, so results are bit-identical however
 // many goroutines run them. Within Fit and Predict the goroutines are the
-// caller's core plus the cores of its CorePool free at the start. Once ctx ends no further piece starts, and
+// caller's core plus the cores of its CorePool free at the start, and any
+// freed later while a piece is left unclaimed (a concurrent loop, or a
+// sibling task of parallelDo, ended): nested loops thus take up the cores
+// their siblings give back. Once ctx ends no further piece starts, and
 // parallelFor returns an error wrapping ctx.Err(): the outputs of the
 // pieces not run are left as they were, so a caller that gets an error
 // must not use them.
@@ -23,17 +26,8 @@ func parallelFor(ctx context.Context, n, grain int, fn func(lo, hi int)) error {
 		grain = 1
 	}
 	pieces := (n + grain - 1) / grain
-	var workers int
-	if pool := poolOf(ctx); pool != nil {
-		// The caller holds one core of its call's pool; more run only
-		// where that many are free now.
-		extra := pool.tryTake(min(pool.Cores(), pieces) - 1)
-		defer pool.give(extra)
-		workers = 1 + extra
-	} else {
-		workers = min(runtime.GOMAXPROCS(0), pieces)
-	}
-	if workers <= 1 {
+	pool := poolOf(ctx)
+	if pool == nil && runtime.GOMAXPROCS(0) == 1 || pieces == 1 {
 		for lo := 0; lo < n; lo += grain {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -44,20 +38,39 @@ func parallelFor(ctx context.Context, n, grain int, fn func(lo, hi int)) error {
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
+	// work claims pieces until none is left; held says it runs on a core
+	// taken from the pool for it, which it gives back when done.
+	var work func(held bool)
+	work = func(held bool) {
+		if held {
 			defer wg.Done()
-			for {
-				p := int(next.Add(1)) - 1
-				if p >= pieces || ctx.Err() != nil {
-					return
-				}
-				lo := p * grain
-				fn(lo, min(lo+grain, n))
+			defer pool.give(1)
+		}
+		for {
+			p := int(next.Add(1)) - 1
+			if p >= pieces || ctx.Err() != nil {
+				return
 			}
-		}()
+			if pool != nil && p+1 < pieces && pool.InUse() < pool.Cores() && pool.tryTake(1) == 1 {
+				wg.Add(1)
+				go work(true)
+			}
+			lo := p * grain
+			fn(lo, min(lo+grain, n))
+		}
 	}
+	if pool == nil {
+		// Outside Fit and Predict (the package's own tests): GOMAXPROCS
+		// goroutines, the caller's among them.
+		for range min(runtime.GOMAXPROCS(0), pieces) - 1 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				work(false)
+			}()
+		}
+	}
+	work(false)
 	wg.Wait()
 	return ctx.Err()
 }
