@@ -27,7 +27,7 @@ func parallelFor(ctx context.Context, n, grain int, fn func(lo, hi int)) error {
 	}
 	pieces := (n + grain - 1) / grain
 	pool := poolOf(ctx)
-	if pool == nil && runtime.GOMAXPROCS(0) == 1 || pieces == 1 {
+	if pieces == 1 || pool == nil && runtime.GOMAXPROCS(0) == 1 || pool != nil && pool.Cores() == 1 {
 		for lo := 0; lo < n; lo += grain {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -38,22 +38,21 @@ func parallelFor(ctx context.Context, n, grain int, fn func(lo, hi int)) error {
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var want *coreWant
+	var live atomic.Int64 // workers running on cores handed to the loop
 	// work claims pieces until none is left; held says it runs on a core
-	// taken from the pool for it, which it gives back when done.
+	// handed to the loop, which it gives back when done.
 	var work func(held bool)
 	work = func(held bool) {
 		if held {
 			defer wg.Done()
+			defer live.Add(-1)
 			defer pool.give(1)
 		}
 		for {
 			p := int(next.Add(1)) - 1
 			if p >= pieces || ctx.Err() != nil {
 				return
-			}
-			if pool != nil && p+1 < pieces && pool.InUse() < pool.Cores() && pool.tryTake(1) == 1 {
-				wg.Add(1)
-				go work(true)
 			}
 			lo := p * grain
 			fn(lo, min(lo+grain, n))
@@ -69,8 +68,41 @@ func parallelFor(ctx context.Context, n, grain int, fn func(lo, hi int)) error {
 				work(false)
 			}()
 		}
+	} else {
+		extra := pool.tryTake(min(pool.Cores(), pieces) - 1)
+		for range extra {
+			wg.Add(1)
+			live.Add(1)
+			go work(true)
+		}
+		if 1+extra < pieces {
+			// Cores given back while pieces are left join the loop.
+			want = &coreWant{take: func() bool {
+				if int(next.Load()) >= pieces {
+					return false
+				}
+				wg.Add(1)
+				live.Add(1)
+				go work(true)
+				return true
+			}}
+			pool.want(want)
+		}
 	}
 	work(false)
+	if want != nil {
+		// Every piece is claimed: no worker starts once the caller waits.
+		pool.unwant(want)
+	}
+	if pool != nil && live.Load() > 0 {
+		// The caller's core is not idle while the last pieces run: an
+		// enclosing loop with pieces left (or another call) takes it,
+		// and the caller takes a core again before it goes on.
+		pool.give(1)
+		wg.Wait()
+		pool.retake()
+		return ctx.Err()
+	}
 	wg.Wait()
 	return ctx.Err()
 }
