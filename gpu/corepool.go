@@ -14,7 +14,8 @@ import (
 // engine goroutines than there are cores. Each call holds one core for as
 // long as it runs (waiting for one when all are taken); its parallel
 // loops add as many more as are free at that moment, never waiting for
-// them, and give them back when the loop ends. One call alone thus uses
+// them, take up those given back while they have pieces left, and give
+// them back when the loop ends. One call alone thus uses
 // every core of the pool; two calls share them. Results never depend on
 // how many cores a call got (parallelFor). Safe for concurrent use.
 type CorePool struct {
