@@ -132,24 +132,21 @@ func (c *contextFit) blockCandidates(ctx context.Context, cfg modelConfig, ys []
 	for k := range h.cands {
 		h.cands[k] = make([]float64, m)
 	}
-	// One block at a time: the GP solves and the held-out rows each use
-	// every core.
+	// The blocks are independent and each writes only its own rows
+	// [a0, a1) of h, so they run at once, each on a core (the GP solves
+	// and held-out rows within one take the cores left free); the first
+	// error in the blocks' order is the one returned.
+	errs := make([]error, blockCV)
+	blocks := make([]func(), blockCV)
 	for b := range blockCV {
-		a0, a1 := b*m/blockCV, (b+1)*m/blockCV
-		tr := append(append([]int(nil), rows[:a0]...), rows[a1:]...)
-		te := rows[a0:a1]
-		zt, yt := c.rowsOf(tr, ys)
-		if err := c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, h.dist[a0:a1], func(k, a int, v float64) { h.cands[k][a0+a] = v }); err != nil {
+		blocks[b] = func() { errs[b] = c.heldOutBlock(ctx, cfg, ys, ard, iso, solveChunk, h, b) }
+	}
+	if err := parallelDo(ctx, blocks...); err != nil {
+		return nil, err
+	}
+	for _, err := range errs {
+		if err != nil {
 			return nil, err
-		}
-		lo, hi := columnRanges(zt, len(tr), c.f)
-		trd, _, _ := fitTrend(zt, len(tr), c.f, yt) // as heldOutPredict's
-		for a := a0; a < a1; a++ {
-			h.block[a] = b
-			i := rows[a]
-			zi := c.z[i*c.f : (i+1)*c.f]
-			h.beyond[a] = outsideBox(zi, lo, hi)
-			h.extra[0][a], h.extra[1][a] = trendVariants(trd, zi, lo, hi)
 		}
 	}
 	h.target = make([]float64, m)
@@ -158,4 +155,28 @@ func (c *contextFit) blockCandidates(ctx context.Context, cfg modelConfig, ys []
 		h.dist[a] = math.Sqrt(h.dist[a]) / c.edge.spread
 	}
 	return h, nil
+}
+
+// heldOutBlock fills block b's rows of h: every candidate's prediction of
+// them from the rest of h's rows, their squared distance to the nearest of
+// those, whether they lie beyond their box, and the trend's variants.
+func (c *contextFit) heldOutBlock(ctx context.Context, cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, h *heldOut, b int) error {
+	rows, m := h.rows, len(h.rows)
+	a0, a1 := b*m/blockCV, (b+1)*m/blockCV
+	tr := append(append([]int(nil), rows[:a0]...), rows[a1:]...)
+	te := rows[a0:a1]
+	zt, yt := c.rowsOf(tr, ys)
+	if err := c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, h.dist[a0:a1], func(k, a int, v float64) { h.cands[k][a0+a] = v }); err != nil {
+		return err
+	}
+	lo, hi := columnRanges(zt, len(tr), c.f)
+	trd, _, _ := fitTrend(zt, len(tr), c.f, yt) // as heldOutPredict's
+	for a := a0; a < a1; a++ {
+		h.block[a] = b
+		i := rows[a]
+		zi := c.z[i*c.f : (i+1)*c.f]
+		h.beyond[a] = outsideBox(zi, lo, hi)
+		h.extra[0][a], h.extra[1][a] = trendVariants(trd, zi, lo, hi)
+	}
+	return nil
 }

@@ -90,10 +90,17 @@ func fitContext(ctx context.Context, cfg modelConfig, X [][]float64, y []float64
 		return c, nil
 	}
 	c.g = (f + 1) / 2
-	ard := fitGP(ctx, z, n, f, yt, cfg.gp)
-	iso := ard
+	// The two hyperparameter searches are independent: they run at once.
+	var ard, iso gpHyper
+	searches := []func(){func() { ard = fitGP(ctx, z, n, f, yt, cfg.gp) }}
 	if cfg.isoGP {
-		iso = fitGPIso(ctx, z, n, f, yt, cfg.gp)
+		searches = append(searches, func() { iso = fitGPIso(ctx, z, n, f, yt, cfg.gp) })
+	}
+	if err := parallelDo(ctx, searches...); err != nil {
+		return nil, err
+	}
+	if !cfg.isoGP {
+		iso = ard
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -202,17 +202,29 @@ func clampTheta(theta []float64, f int) {
 // subsample), because each step costs a Cholesky factorisation. Once ctx
 // ends the search stops where it is; the caller checks ctx.
 func fitGP(ctx context.Context, z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
-	// Screen every start briefly, then continue the best one.
-	var best []float64
-	bestVal := math.Inf(1)
-	for _, s := range c.starts {
+	// Screen every start briefly, then continue the best one. The starts
+	// are independent searches, so they run at once, each on its own
+	// core; the best is then chosen in the starts' order, as one after
+	// another would.
+	thetas := make([][]float64, len(c.starts))
+	vals := make([]float64, len(c.starts))
+	oks := make([]bool, len(c.starts))
+	screen := make([]func(), len(c.starts))
+	for k, s := range c.starts {
 		theta := make([]float64, f+2)
 		for d := range f {
 			theta[d] = math.Log(s * math.Sqrt(float64(f)))
 		}
 		theta[f+1] = math.Log(0.1)
-		if v, ok := fitGPTheta(ctx, z, n, f, y, c.rows, c.screenIters, theta); ok && v < bestVal {
-			bestVal, best = v, theta
+		thetas[k] = theta
+		screen[k] = func() { vals[k], oks[k] = fitGPTheta(ctx, z, n, f, y, c.rows, c.screenIters, theta) }
+	}
+	parallelDo(ctx, screen...) // the caller checks ctx
+	var best []float64
+	bestVal := math.Inf(1)
+	for k := range c.starts {
+		if oks[k] && vals[k] < bestVal {
+			bestVal, best = vals[k], thetas[k]
 		}
 	}
 	if best != nil {
@@ -302,28 +314,31 @@ func spreadSampleSeed(n, k int, seed uint64) []int {
 // Once ctx ends the search stops where it is; the caller checks ctx.
 func fitGPIso(ctx context.Context, z []float64, n, f int, y []float64, c gpFitConfig) gpHyper {
 	zs, ys, m := sampleRows(z, n, f, y, c.rows)
-	w := &gpWork{}
-	obj := func(t []float64) (float64, func() ([]float64, bool), bool) {
-		full := make([]float64, f+2)
-		for d := range f {
-			full[d] = t[0]
-		}
-		full[f], full[f+1] = t[1], t[2]
-		val, grad, ok := gpValue(ctx, zs, m, f, ys, full, w)
-		if !ok {
-			return 0, nil, false
-		}
-		return val, func() ([]float64, bool) {
-			g, ok := grad()
-			if !ok {
-				return nil, false
-			}
-			var g0 float64
+	// Each search has its own workspace, so that the two screenings can
+	// run at once.
+	objective := func(w *gpWork) func(t []float64) (float64, func() ([]float64, bool), bool) {
+		return func(t []float64) (float64, func() ([]float64, bool), bool) {
+			full := make([]float64, f+2)
 			for d := range f {
-				g0 += g[d]
+				full[d] = t[0]
 			}
-			return []float64{g0, g[f], g[f+1]}, true
-		}, true
+			full[f], full[f+1] = t[1], t[2]
+			val, grad, ok := gpValue(ctx, zs, m, f, ys, full, w)
+			if !ok {
+				return 0, nil, false
+			}
+			return val, func() ([]float64, bool) {
+				g, ok := grad()
+				if !ok {
+					return nil, false
+				}
+				var g0 float64
+				for d := range f {
+					g0 += g[d]
+				}
+				return []float64{g0, g[f], g[f+1]}, true
+			}, true
+		}
 	}
 	project := func(t []float64) {
 		t[0] = min(max(t[0], math.Log(minEll)), math.Log(maxEll))
@@ -333,18 +348,34 @@ func fitGPIso(ctx context.Context, z []float64, n, f int, y []float64, c gpFitCo
 	// Screen both starts, then continue the better one with the curvature
 	// its screening learnt: the steps the whole search from that start
 	// would take, without the other start's.
+	// The screenings run at once; the better is chosen in the starts'
+	// order, as one after another would.
+	starts := []float64{1, 0.2}
+	ths := make([][]float64, len(starts))
+	mems := make([]*lbfgsMemory, len(starts))
+	works := make([]*gpWork, len(starts))
+	vals := make([]float64, len(starts))
+	oks := make([]bool, len(starts))
+	screen := make([]func(), len(starts))
+	for k, s := range starts {
+		ths[k] = []float64{math.Log(s * math.Sqrt(float64(f))), 0, math.Log(0.1)}
+		mems[k], works[k] = &lbfgsMemory{}, &gpWork{}
+		screen[k] = func() {
+			vals[k], oks[k] = lbfgs(ctx, objective(works[k]), ths[k], c.screenIters, project, mems[k])
+		}
+	}
+	parallelDo(ctx, screen...) // the caller checks ctx
 	var best []float64
 	var bestMem *lbfgsMemory
+	var bestWork *gpWork
 	bv := math.Inf(1)
-	for _, s := range []float64{1, 0.2} {
-		th := []float64{math.Log(s * math.Sqrt(float64(f))), 0, math.Log(0.1)}
-		mem := &lbfgsMemory{}
-		if v, ok := lbfgs(ctx, obj, th, c.screenIters, project, mem); ok && v < bv {
-			bv, best, bestMem = v, th, mem
+	for k := range starts {
+		if oks[k] && vals[k] < bv {
+			bv, best, bestMem, bestWork = vals[k], ths[k], mems[k], works[k]
 		}
 	}
 	if best != nil {
-		lbfgs(ctx, obj, best, c.iters, project, bestMem)
+		lbfgs(ctx, objective(bestWork), best, c.iters, project, bestMem)
 	}
 	h := gpHyper{ell: make([]float64, f), sf2: 1, sn2: 0.1}
 	if best == nil {

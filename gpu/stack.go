@@ -25,16 +25,27 @@ const minMixRows = 200
 // calibrate the predictive distribution (interval.go). It stops with an
 // error wrapping ctx.Err() once ctx ends.
 func (c *contextFit) stack(ctx context.Context, cfg modelConfig, ys []float64, ard, iso gpHyper, solveChunk int, score []bool) error {
-	near, init, err := c.nearCandidates(ctx, cfg, ys, ard, iso, solveChunk, score)
-	if err != nil {
+	// The scattered rows' candidates and the blocks' share nothing they
+	// write (nearCandidates sets c.tr and c.fo, the other c.edge), so they
+	// run at once; errors are returned in the order they would come one
+	// after another.
+	var near, blk *heldOut
+	var init int
+	var nearErr, blkErr error
+	if err := parallelDo(ctx, func() {
+		near, init, nearErr = c.nearCandidates(ctx, cfg, ys, ard, iso, solveChunk, score)
+	}, func() {
+		if c.edge, blkErr = c.newEdgeModel(ctx, ard); blkErr == nil {
+			blk, blkErr = c.blockCandidates(ctx, cfg, ys, ard, iso, solveChunk)
+		}
+	}); err != nil {
 		return err
 	}
-	if c.edge, err = c.newEdgeModel(ctx, ard); err != nil {
-		return err
+	if nearErr != nil {
+		return nearErr
 	}
-	blk, err := c.blockCandidates(ctx, cfg, ys, ard, iso, solveChunk)
-	if err != nil {
-		return err
+	if blkErr != nil {
+		return blkErr
 	}
 	sel := near
 	var blkNear, blkFar []int
