@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 )
 
@@ -109,6 +110,7 @@ func fitContext(ctx context.Context, cfg modelConfig, X [][]float64, y []float64
 	var ys []float64
 	c.z, ys = reorder(z, yt, f, order)
 	c.anchors = blockAnchors(c.z, n, f)
+	ard, iso = floorEll(ard, c.z, c.anchors, n, f, false), floorEll(iso, c.z, c.anchors, n, f, cfg.isoGP)
 	solveChunk := cfg.solveChunk
 	if opt.solveChunk > 0 {
 		solveChunk = opt.solveChunk
@@ -217,4 +219,46 @@ func reorder(z, yt []float64, f int, order []int) (zo, yo []float64) {
 		yo[k] = yt[i]
 	}
 	return zo, yo
+}
+
+// maxKeySpan is how many length scales a context row may lie from its
+// block's anchor in a coordinate: half of keyClamp. Keys are clamped at
+// keyClamp, so a row further out would share its key with every other row
+// past the clamp on that side (levels 0 and 1 of a quantized sensor, with
+// the tiny length scale a noise-free context fits, read as one point and
+// smooth heads averaged them); within half of it, a query clamped beyond
+// still lies at least maxKeySpan length scales from every row of the
+// block, which is as far as "far" gets (e^−288).
+const maxKeySpan = keyClamp / 2
+
+// floorEll returns h with each length scale raised, where needed, so that
+// no row of z lies more than maxKeySpan of them from its block's anchor.
+// Only a length scale far below the spread of a block (a lookup-like
+// column) changes; h's slice is not written. An isotropic h (one length
+// scale for every feature) stays isotropic.
+func floorEll(h gpHyper, z, anchors []float64, n, f int, isotropic bool) gpHyper {
+	span := make([]float64, f)
+	for i := range n {
+		a := anchors[(i/anchorBlock)*f:]
+		for d := range f {
+			span[d] = max(span[d], math.Abs(z[i*f+d]-a[d]))
+		}
+	}
+	var ell []float64
+	for d, e := range h.ell {
+		sd := span[min(d, f-1)]
+		if isotropic || len(h.ell) == 1 {
+			sd = slices.Max(span)
+		}
+		if floor := sd / maxKeySpan; e < floor {
+			if ell == nil {
+				ell = slices.Clone(h.ell)
+			}
+			ell[d] = floor
+		}
+	}
+	if ell != nil {
+		h.ell = ell
+	}
+	return h
 }

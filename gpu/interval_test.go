@@ -231,3 +231,30 @@ func ys(n int, f func(int) float64) []float64 {
 	}
 	return out
 }
+
+// A noise-free context on a few repeated levels (a quantized sensor) is
+// predicted exactly by every model: the tiny length scale it fits put two
+// levels on one side of a block's anchor past the key clamp, one key for
+// both, and model-4l's smooth heads averaged them toward the mean.
+func TestRepeatedLevelsExact(t *testing.T) {
+	X := rows(300, func(i int) []float64 { return []float64{float64(i % 5)} })
+	y := ys(300, func(i int) float64 { return 10 * float64(i%5) })
+	for _, m := range []string{"regressd/model-2l", "regressd/model-4l"} {
+		r, err := NewRegressor(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Fit(t.Context(), X, y); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Predict(t.Context(), [][]float64{{0}, {1}, {2}, {3}, {4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range got {
+			if math.Abs(v-10*float64(k)) > 1e-6 {
+				t.Fatalf("%s: predictions %v, want 0 10 20 30 40", m, got)
+			}
+		}
+	}
+}
