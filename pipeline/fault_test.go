@@ -299,7 +299,10 @@ func TestPostgresRestartMidWrite(t *testing.T) {
 		if err := cl.Stop(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		// Down long enough that results reach the writer meanwhile: on a
+		// loaded machine a one-second outage could fall between them, and
+		// no write failed.
+		time.Sleep(3 * time.Second)
 		if cl, err = pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "pg"), Fast: true}); err != nil {
 			t.Fatal(err)
 		}
