@@ -84,6 +84,10 @@ func refitContext(ctx context.Context, cfg modelConfig, base *contextFit, X [][]
 	c.order = canonicalOrder(z, n, f, ard.ell)
 	c.z, c.ys = reorder(z, yt, f, c.order)
 	c.anchors = blockAnchors(c.z, n, f)
+	// The window's rows lie otherwise about their own anchors: the floor
+	// Fit put on base's length scales holds for base's rows only.
+	ard, iso = floorEll(ard, c.z, c.anchors, n, f, false), floorEll(iso, c.z, c.anchors, n, f, cfg.isoGP)
+	c.hyper = [2]gpHyper{ard, iso}
 	// The heads without their solves: Fit solves the GP heads on the
 	// context only to score the readout (headOutput64), and the KV cache
 	// solves them again on the keys as stored (buildLayer), so with
