@@ -23,14 +23,24 @@ type createRequest struct {
 	Plugin   string          `json:"plugin_filename"`
 }
 
-func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
+// readAdminBody reads an admin request's body, at most maxAdminBody bytes
+// of valid UTF-8; otherwise it answers 413 or 400 and returns false.
+func readAdminBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
-		return
+		return nil, false
 	}
 	if err := httpjson.UTF8(body, 0); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
+	body, ok := readAdminBody(w, r)
+	if !ok {
 		return
 	}
 	// encoding/json keeps the last of duplicate keys: a body that says two
@@ -53,6 +63,7 @@ func (s *Scheduler) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	args := map[string]string{}
+	var err error
 	if len(req.Args) > 0 && string(req.Args) != "null" {
 		var str string
 		if json.Unmarshal(req.Args, &str) == nil {
@@ -153,9 +164,8 @@ func (s *Scheduler) handleDelete(w http.ResponseWriter, r *http.Request) {
 func (s *Scheduler) handleEnable(disabled bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := r.URL.Query().Get("trigger_name")
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
-		if err != nil {
-			writeError(w, http.StatusRequestEntityTooLarge, "request body too large")
+		body, ok := readAdminBody(w, r)
+		if !ok {
 			return
 		}
 		if len(bytes.TrimSpace(body)) > 0 {
@@ -163,12 +173,8 @@ func (s *Scheduler) handleEnable(disabled bool) http.HandlerFunc {
 				DB   string `json:"db"`
 				Name string `json:"trigger_name"`
 			}
-			dec := json.NewDecoder(bytes.NewReader(body))
+			dec := json.NewDecoder(bytesReader(body))
 			dec.DisallowUnknownFields()
-			if err := httpjson.UTF8(body, 0); err != nil {
-				writeError(w, http.StatusBadRequest, err.Error())
-				return
-			}
 			if err := dec.Decode(&req); err != nil {
 				writeError(w, http.StatusBadRequest, "body: "+httpjson.Truncate(err.Error(), maxEcho))
 				return
