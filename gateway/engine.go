@@ -163,7 +163,7 @@ func engineError(err error) error {
 		return &badRequest{status: http.StatusUnprocessableEntity, msg: err.Error()}
 	case errors.Is(err, gpu.ErrOutOfMemory):
 		return &badRequest{status: http.StatusUnprocessableEntity, msg: fmt.Sprintf(
-			"%v; allow adaptive_query_chunk, raise the budgets or send a shorter context", err)}
+			"%v; raise the device memory or the policy's budgets, allow adaptive_query_chunk if it is off, or send a shorter context", err)}
 	case errors.Is(err, gpu.ErrInvalidPolicy), errors.Is(err, gpu.ErrThinkingPolicy),
 		errors.Is(err, largectx.ErrThinkingModel), errors.Is(err, largectx.ErrInvalid), errors.Is(err, gpu.ErrBadQuantiles):
 		return &badRequest{status: http.StatusBadRequest, msg: err.Error()}

@@ -120,24 +120,51 @@ func (r *Regressor) resolve(ctx context.Context) (*kvCache, error) {
 	}
 	chunk := r.fit.solveChunk
 	if oom != nil {
-		chunk = chunkAfterOOM
-		if r.policy.ContextRowChunk != nil {
-			chunk = *r.policy.ContextRowChunk
-		}
 		reason = ReasonOOMRetry
-		for _, s := range steps {
-			kc, err := attempt(s, RungContextRowChunk, chunk, chunk)
-			if err == nil {
-				kc.chunk = chunk
-				return kc, nil
-			}
-			if !errors.Is(err, ErrOutOfMemory) {
-				return nil, err
+		for _, ch := range r.chunksAfterOOM() {
+			chunk = ch
+			for _, s := range steps {
+				kc, err := attempt(s, RungContextRowChunk, ch, ch)
+				if err == nil {
+					kc.chunk = ch
+					return kc, nil
+				}
+				if !errors.Is(err, ErrOutOfMemory) {
+					return nil, err
+				}
 			}
 		}
 	}
 	tried = append(tried, Attempt{Rung: RungPlainLoop, Outcome: OutcomeSuccess, Reason: reason})
 	return &kvCache{rung: RungPlainLoop, chunk: chunk, tried: tried}, nil
+}
+
+// chunksAfterOOM are the GP expert sizes the context_row_chunk rung tries,
+// in order, after the cache's build ran out of device memory: the policy's
+// context_row_chunk halved down to the smallest of solveChunksAfterOOM, or
+// without one chunkAfterOOM halved likewise, less the sizes not below the
+// model's own (which just failed). Half the rows is a quarter of the solve
+// workspace, so a build that failed at 2,048 rows may fit at 512.
+// plain_loop, the rung after, computes its layers with the last of them.
+func (r *Regressor) chunksAfterOOM() []int {
+	first := chunkAfterOOM
+	if r.policy.ContextRowChunk != nil {
+		first = *r.policy.ContextRowChunk
+	}
+	floor := solveChunksAfterOOM[len(solveChunksAfterOOM)-1]
+	var out []int
+	for ch := first; ; ch /= 2 {
+		if r.policy.ContextRowChunk != nil || ch < r.fit.solveChunk {
+			out = append(out, ch)
+		}
+		if ch/2 < floor {
+			break
+		}
+	}
+	if len(out) == 0 {
+		out = []int{first}
+	}
+	return out
 }
 
 // cacheReader reads layers from a built cache.

@@ -152,6 +152,9 @@ func (m *Model) Answer(ctx context.Context, Xq [][]float64, ask Ask) (Report, er
 	if !m.applied || len(m.t.X) <= m.cfg.window() {
 		ans, err := answer(ctx, &plan{shards: []*shard{m.whole}}, m.t, m.newReg, Xq, 1, ask)
 		if err != nil {
+			if m.cfg.Policy == nil {
+				return rep, err // one plain call, as in Fit
+			}
 			return rep, fmt.Errorf("large context: %w", err)
 		}
 		rep.Memory = ans.mem
