@@ -139,6 +139,13 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// Check is Validate after defaults, on a copy: what NewServer would refuse,
+// for a caller that wants to know before it starts anything else.
+func (c Config) Check() error {
+	c.setDefaults()
+	return c.Validate()
+}
+
 // Validate reports every problem with c at once. Call it after defaults are
 // applied (NewServer does both).
 func (c *Config) Validate() error {

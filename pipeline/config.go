@@ -126,6 +126,20 @@ func (c *Config) Validate() error {
 	if len(c.AuthTokens) == 0 && !isLoopback(c.HTTPAddr) {
 		errs = append(errs, fmt.Errorf("--http-addr %s is not loopback and no REGRESSD_AUTH_TOKENS are set: set tokens to expose the API, or listen on 127.0.0.1", c.HTTPAddr))
 	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("--concurrency %d: must be at least 1", c.Concurrency))
+	}
+	if c.WaitTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--wait-timeout %v: must not be negative", c.WaitTimeout))
+	}
+	if c.DeviceMemory < 0 {
+		errs = append(errs, fmt.Errorf("--device-memory %d bytes: must not be negative", c.DeviceMemory))
+	}
+	if c.has(Gateway) {
+		if err := c.GatewayConfig.Check(); err != nil {
+			errs = append(errs, fmt.Errorf("gateway: %w", err))
+		}
+	}
 	if c.has(Worker) && c.Predict == nil {
 		switch {
 		case c.Predictor != PredictLocal && c.Predictor != PredictRemote:
