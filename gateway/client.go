@@ -322,6 +322,7 @@ type wireResponse struct {
 	// The distribution and large-context answers (client_detailed.go).
 	OutputType         *string         `json:"output_type"`
 	Quantiles          [][]*float64    `json:"quantiles"`
+	Taus               []float64       `json:"taus"`
 	LargeContextReport json.RawMessage `json:"large_context_report"`
 }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -69,6 +70,9 @@ func (c *Client) PredictDetailed(ctx context.Context, X [][]float64, y []float64
 		if ans.Quantiles, err = decodeQuantiles(resp.Quantiles, len(Xq), len(o.Quantiles)); err != nil {
 			return nil, err
 		}
+		if err := inAskedOrder(ans.Quantiles, resp.Taus, o.Quantiles); err != nil {
+			return nil, err
+		}
 	}
 	if o.LargeContextPolicy != nil {
 		if len(resp.LargeContextReport) == 0 || isNull(resp.LargeContextReport) {
@@ -119,4 +123,37 @@ func decodeQuantiles(rows [][]*float64, n, k int) ([][]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// inAskedOrder puts each row's columns in the order the levels were asked,
+// by the answer's taus: a gateway may list them ascending rather than as
+// asked. Without taus the columns are taken to be in the asked order; taus
+// that are not the asked levels are a bad response.
+func inAskedOrder(rows [][]float64, taus, asked []float64) error {
+	if taus == nil {
+		return nil
+	}
+	if len(taus) != len(asked) {
+		return fmt.Errorf("%w: %d taus for %d quantile levels asked", ErrBadResponse, len(taus), len(asked))
+	}
+	col := make([]int, len(asked))
+	moved := false
+	for j, q := range asked {
+		col[j] = slices.IndexFunc(taus, func(t float64) bool { return math.Abs(t-q) <= 1e-9 })
+		if col[j] < 0 {
+			return fmt.Errorf("%w: level %g was asked but taus are %v", ErrBadResponse, q, taus)
+		}
+		moved = moved || col[j] != j
+	}
+	if !moved {
+		return nil
+	}
+	for q, row := range rows {
+		out := make([]float64, len(row))
+		for j, c := range col {
+			out[j] = row[c]
+		}
+		rows[q] = out
+	}
+	return nil
 }

@@ -104,12 +104,19 @@ func TestPointOnlyPredictorRefusesQuantiles(t *testing.T) {
 // large-context policy (no large_context_report) is refused with a 400.
 func TestRemoteQuantiles(t *testing.T) {
 	var got map[string]any
-	honour := true
+	honour, ascending, wrongTaus := true, false, false
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = nil
 		json.NewDecoder(r.Body).Decode(&got)
 		ans := map[string]any{"predictions": []any{1.0, nil}}
-		if honour {
+		switch {
+		case honour && ascending:
+			ans["output_type"], ans["taus"] = "quantiles", []float64{0.1, 0.9}
+			ans["quantiles"] = []any{[]any{0.5, 1.5}, []any{nil, nil}}
+		case honour && wrongTaus:
+			ans["output_type"], ans["taus"] = "quantiles", []float64{0.1, 0.8}
+			ans["quantiles"] = []any{[]any{0.5, 1.5}, []any{nil, nil}}
+		case honour:
 			ans["output_type"], ans["taus"] = "quantiles", got["quantiles"]
 			ans["quantiles"] = []any{[]any{1.5, 0.5}, []any{nil, nil}}
 		}
@@ -131,6 +138,21 @@ func TestRemoteQuantiles(t *testing.T) {
 	if len(d.Quantiles) != 2 || d.Quantiles[0][0] != 1.5 || d.Quantiles[0][1] != 0.5 || !math.IsNaN(d.Quantiles[1][0]) || d.Values[0] != 1 {
 		t.Fatalf("answer %+v", d)
 	}
+	// A gateway that lists its levels ascending (taus [0.1 0.9]) has its
+	// columns put back in the asked order; taus that are not the levels
+	// asked are a bad answer, not quantiles in the wrong columns.
+	ascending = true
+	if d, err = rem.PredictDetailed(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if d.Quantiles[0][0] != 1.5 || d.Quantiles[0][1] != 0.5 {
+		t.Fatalf("ascending taus: row 0 %v, want [1.5 0.5] (p90 first, as asked)", d.Quantiles[0])
+	}
+	ascending, wrongTaus = false, true
+	if _, err = rem.PredictDetailed(context.Background(), req); err == nil || !strings.Contains(err.Error(), "taus") {
+		t.Fatalf("taus that are not the asked levels: %v, want an error naming taus", err)
+	}
+	wrongTaus = false
 	honour = false
 	_, err = rem.PredictDetailed(context.Background(), req)
 	if !IsFinal(err) || callerStatus(err) != http.StatusBadRequest || !strings.Contains(err.Error(), "output_type=quantiles was not honoured") {
