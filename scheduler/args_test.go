@@ -205,7 +205,24 @@ func TestParseEngineBody(t *testing.T) {
 		{"pinned", `{"measurement":"other"}`, "measurement is set by the trigger", nil},
 		{"bad time", `{"start_time":"yesterday"}`, "not an ISO 8601", nil},
 		{"not an object", `[1]`, "JSON object", nil},
-		{"bad dry_run", `{"dry_run":"yes"}`, "dry_run must be true or false", nil},
+		{"bad dry_run", `{"dry_run":"maybe"}`, "dry_run must be true or false", nil},
+		{"bad dry_run type", `{"dry_run":2}`, "dry_run must be true or false", nil},
+		// The plugin casts body values as it casts arguments.
+		{"dry_run as a string", `{"dry_run":"yes"}`, "", func(t *testing.T, r EngineRequest) {
+			if !r.DryRun {
+				t.Fatalf(`"yes" was not a dry run: %+v`, r)
+			}
+		}},
+		{"dry_run as a number", `{"dry_run":1}`, "", func(t *testing.T, r EngineRequest) {
+			if !r.DryRun {
+				t.Fatalf(`1 was not a dry run: %+v`, r)
+			}
+		}},
+		{"dry_run false as a string", `{"dry_run":"False"}`, "", func(t *testing.T, r EngineRequest) {
+			if r.DryRun {
+				t.Fatalf(`"False" was a dry run: %+v`, r)
+			}
+		}},
 		// Only the eight keys; an operator's setting is refused as such.
 		{"model in body", `{"model":"v/other"}`, `body key "model" is an operator setting`, nil},
 		{"write target in body", `{"output_measurement":"x","target_database":"y"}`, `body key "output_measurement" is an operator setting`, nil},

@@ -395,11 +395,19 @@ func duplicateKeys(obj []byte) []string {
 func bodyString(k string, v json.RawMessage) (string, error) {
 	switch k {
 	case "dry_run":
+		// The plugin casts body values as it casts arguments, so the
+		// string forms arguments accept ("true", "yes", "1") work too.
 		var b bool
-		if err := json.Unmarshal(v, &b); err != nil {
-			return "", errors.New("dry_run must be true or false")
+		if err := json.Unmarshal(v, &b); err == nil {
+			return strconv.FormatBool(b), nil
 		}
-		return strconv.FormatBool(b), nil
+		s := string(v) // a number: 1 or 0
+		if err := json.Unmarshal(v, &s); err == nil || json.Valid(v) {
+			if b, err := parseBool(s); err == nil {
+				return strconv.FormatBool(b), nil
+			}
+		}
+		return "", errors.New(`dry_run must be true or false (or "true", "yes", "1", 1 and their opposites)`)
 	case "start_time", "end_time":
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
