@@ -45,7 +45,7 @@ func TestQuantileAndLargeContextRefusals(t *testing.T) {
 		{"level out of range", ",quantiles=0.1 1.5 0 abc", []string{`"1.5"`, `"0"`, `"abc"`, "not a level in (0, 1)"}},
 		{"clash with a tag", ",tags=p10:a,quantiles=0.1 0.9", []string{`column "p10" of the level would clash with the tag "p10"`}},
 		{"unknown policy", ",large_context_policy=nearest", []string{"large_context_policy", `unknown policy "nearest"`}},
-		{"threshold without policy", ",large_context_threshold=100", []string{"require large_context_policy"}},
+		{"threshold without policy", ",large_context_threshold=100", []string{"without large_context_policy"}},
 		{"bad threshold", ",large_context_policy=random,large_context_threshold=0", []string{"large_context_threshold 0 is not a row count"}},
 		{"bad seed", ",large_context_policy=random,large_context_seed=x", []string{`large_context_seed: "x" is not a whole number`}},
 		{"seed too large", ",large_context_policy=random,large_context_seed=99999999999", []string{"large_context_seed 99999999999 is not in"}},

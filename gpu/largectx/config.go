@@ -182,7 +182,19 @@ func ParseRequest(r Request) (Config, error) {
 		c.Policy = &p
 	}
 	if !hasPolicy && err == nil && (r.Threshold != nil || r.Seed != nil || r.Holdout != nil) {
-		probs = append(probs, "large_context_threshold, large_context_seed and large_context_holdout require large_context_policy; send a policy or leave them out")
+		// Name only the fields this request has: not every front end
+		// takes a holdout.
+		var sent []string
+		if r.Threshold != nil {
+			sent = append(sent, "large_context_threshold")
+		}
+		if r.Seed != nil {
+			sent = append(sent, "large_context_seed")
+		}
+		if r.Holdout != nil {
+			sent = append(sent, "large_context_holdout")
+		}
+		probs = append(probs, strings.Join(sent, " and ")+" without large_context_policy: send a policy or leave them out")
 	}
 	if r.Threshold != nil {
 		if t := *r.Threshold; t < 1 || t > MaxThreshold {

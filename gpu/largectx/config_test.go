@@ -81,9 +81,9 @@ func TestParseRefuses(t *testing.T) {
 		want []string // each must appear in the message
 	}{
 		{name: "unknown name lists the known", req: req{policy: `"clusterboost"`}, want: []string{`unknown policy "clusterboost"`, "random, cluster_route, cluster_route_g4, holdout_gate"}},
-		{name: "threshold without policy", req: req{threshold: i64(100)}, want: []string{"require large_context_policy"}},
-		{name: "seed without policy", req: req{policy: `null`, seed: i64(3)}, want: []string{"require large_context_policy"}},
-		{name: "holdout without policy", req: req{holdout: strPtr("tail")}, want: []string{"require large_context_policy"}},
+		{name: "threshold without policy", req: req{threshold: i64(100)}, want: []string{"without large_context_policy"}},
+		{name: "seed without policy", req: req{policy: `null`, seed: i64(3)}, want: []string{"without large_context_policy"}},
+		{name: "holdout without policy", req: req{holdout: strPtr("tail")}, want: []string{"without large_context_policy"}},
 		{name: "threshold zero", req: req{policy: `"random"`, threshold: i64(0)}, want: []string{"large_context_threshold 0 is not"}},
 		{name: "threshold too large", req: req{policy: `"random"`, threshold: i64(MaxThreshold + 1)}, want: []string{"large_context_threshold 10000001"}},
 		{name: "seed negative", req: req{policy: `"random"`, seed: i64(-1)}, want: []string{"large_context_seed -1"}},
