@@ -483,7 +483,7 @@ func TestOfficialClientCompat(t *testing.T) {
 		}
 		// Threshold without a policy is an error, as the client has it.
 		c.largePolicy = nil
-		if _, err := c.predict(t, g, g.key); err == nil || !strings.Contains(err.Error(), "require large_context_policy") {
+		if _, err := c.predict(t, g, g.key); err == nil || !strings.Contains(err.Error(), "without large_context_policy") {
 			t.Errorf("threshold alone: %v", err)
 		}
 		c.largePolicy, c.largeThreshold = "nonsense", nil
@@ -626,6 +626,24 @@ func TestOfficialClientTensorfile(t *testing.T) {
 		msg, _ := out["error"].(string)
 		if status != 400 || !strings.Contains(msg, tt.want) {
 			t.Errorf("%s: %d %q, want 400 %q", tt.name, status, msg, tt.want)
+		}
+	}
+	// A tensorfile sent as JSON (or with no type) is named as such, 415.
+	for _, ct := range []string{"application/json", "application/octet-stream", ""} {
+		req, _ := http.NewRequest(http.MethodPost, g.http.URL+"/predict", bytes.NewReader(good))
+		req.Header.Set("Authorization", "Bearer "+g.key)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		if msg, _ := out["error"].(string); res.StatusCode != http.StatusUnsupportedMediaType || !strings.Contains(msg, "Content-Type: "+TensorfileContentType) {
+			t.Errorf("tensorfile as %q: %d %q, want 415 naming the tensorfile content type", ct, res.StatusCode, msg)
 		}
 	}
 }

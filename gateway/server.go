@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"mime"
@@ -243,10 +245,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, budget *requestBu
 	// The server's read deadline ran from the request's start, through its
 	// wait for a slot: the body gets its own time from now.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(BodyReadTimeout))
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	var body io.Reader = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	decode := decodeBody
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == TensorfileContentType {
 		decode = decodeTensorfile
+	} else {
+		// A tensorfile under another content type would fail as JSON
+		// with a message about a byte in it; say what it is instead.
+		br := bufio.NewReader(body)
+		if head, _ := br.Peek(len(tensorfileMagic)); string(head) == tensorfileMagic {
+			return 0, "", Usage{}, &badRequest{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf(
+				"the body is a tensorfile (it starts with %s): send it with Content-Type: %s", tensorfileMagic, TensorfileContentType)}
+		}
+		body = br
 	}
 	req, err := decode(body, budget)
 	if err != nil {
