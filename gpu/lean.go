@@ -34,10 +34,21 @@ func (c *contextFit) blockPredict(blk *heldOut) []float64 {
 // context's spacing), and there the smooth heads carry the context's
 // relation on where the forest's averages of seen targets do not. λ is the
 // least-squares share of the forest in a blend with what the readouts
-// predict, clamped to [0, 1], on each held-out block apart (its rows
-// inside the range of the blocks they were predicted from; averaged, so
-// that no one block decides) and on the scattered rows, the two halves
-// averaged: neither kind of query is known to be the one to come.
+// predict, clamped to [0, 1], on the held-out blocks (their rows inside
+// the range of the blocks they were predicted from) and on the scattered
+// rows, the two halves averaged: neither kind of query is known to be the
+// one to come.
+//
+// The blocks' half is one share for all of them, each block's squared
+// errors divided by its rows' spread about their mean: the share that
+// maximises the mean of the blocks' R², as a run of missing rows is scored
+// (each run by its own spread), so a block where the readouts fail by a
+// wide margin — a run at the context's edge, where the season has moved —
+// weighs by what is at stake there, and a block where forest and readouts
+// agree adds nothing but its little. Each block's own share, clamped and
+// averaged, gave those agreeing blocks a full vote each (their shares are
+// the ratio of two small numbers: on airquality's contexts from −1.3 to
+// 2.3) and left the edge blocks, which want the forest most, one vote.
 //
 // Past the range the readouts stay as chosen: there the beyond readout
 // already weighs the forest on the rows that lay past their blocks' range,
@@ -47,22 +58,30 @@ func (c *contextFit) blockPredict(blk *heldOut) []float64 {
 func (c *contextFit) leanOnForest(near, blk *heldOut) {
 	p := c.blockPredict(blk)
 	fo := blk.cands[len(blk.cands)-1]
-	var lam float64
-	blocks := 0
+	var bn, bd float64
 	for b := range blockCV {
-		var num, den float64
+		var num, den, sum, sq float64
+		rows := 0
 		for a := range p {
-			if blk.block[a] == b && !blk.beyond[a] {
-				e, d := blk.target[a]-p[a], fo[a]-p[a]
+			if blk.block[a] != b {
+				continue
+			}
+			t := blk.target[a]
+			sum, sq, rows = sum+t, sq+t*t, rows+1
+			if !blk.beyond[a] {
+				e, d := t-p[a], fo[a]-p[a]
 				num, den = num+e*d, den+d*d
 			}
 		}
-		if den > 0 {
-			lam += shareOf(num, den)
-			blocks++
+		if rows == 0 || den == 0 {
+			continue
 		}
+		// The block's spread about its mean, floored at a thousandth of
+		// its second moment (a block of one repeated target).
+		sst := max(sq-sum*sum/float64(rows), 1e-3*sq, minGlobalR2)
+		bn, bd = bn+num/sst, bd+den/sst
 	}
-	if blocks == 0 {
+	if bd == 0 {
 		return
 	}
 	ps := near.blend(c.readoutWeights())
@@ -72,7 +91,7 @@ func (c *contextFit) leanOnForest(near, blk *heldOut) {
 		e, d := near.target[a]-ps[a], fs[a]-ps[a]
 		num, den = num+e*d, den+d*d
 	}
-	c.edge.lean = (lam/float64(blocks) + shareOf(num, den)) / 2
+	c.edge.lean = (shareOf(bn, bd) + shareOf(num, den)) / 2
 }
 
 // shareOf is the least-squares share num/den of a blend, clamped to [0,
