@@ -58,40 +58,47 @@ func (c *contextFit) blockPredict(blk *heldOut) []float64 {
 func (c *contextFit) leanOnForest(near, blk *heldOut) {
 	p := c.blockPredict(blk)
 	fo := blk.cands[len(blk.cands)-1]
+	var num, den, sst [blockCV]float64
+	var rows [blockCV]int
+	var sum [blockCV]float64
+	for a := range p {
+		b, t := blk.block[a], blk.target[a]
+		sum[b], sst[b], rows[b] = sum[b]+t, sst[b]+t*t, rows[b]+1
+		if !blk.beyond[a] {
+			e, d := t-p[a], fo[a]-p[a]
+			num[b], den[b] = num[b]+e*d, den[b]+d*d
+		}
+	}
+	var spread float64 // the blocks' mean spread per row
+	for b := range blockCV {
+		if rows[b] > 0 {
+			sst[b] = max(sst[b]-sum[b]*sum[b]/float64(rows[b]), 0)
+			spread += sst[b] / float64(len(p))
+		}
+	}
 	var bn, bd float64
 	for b := range blockCV {
-		var num, den, sum, sq float64
-		rows := 0
-		for a := range p {
-			if blk.block[a] != b {
-				continue
-			}
-			t := blk.target[a]
-			sum, sq, rows = sum+t, sq+t*t, rows+1
-			if !blk.beyond[a] {
-				e, d := t-p[a], fo[a]-p[a]
-				num, den = num+e*d, den+d*d
-			}
-		}
-		if rows == 0 || den == 0 {
+		if den[b] == 0 {
 			continue
 		}
-		// The block's spread about its mean, floored at a thousandth of
-		// its second moment (a block of one repeated target).
-		sst := max(sq-sum*sum/float64(rows), 1e-3*sq, minGlobalR2)
-		bn, bd = bn+num/sst, bd+den/sst
+		// A block's spread is floored at a tenth of the blocks' mean (and
+		// a thousandth of the context's, the targets being standardised):
+		// a block of one repeated target, whose R² any error ruins,
+		// weighs at most about ten blocks, not all of them.
+		s := max(sst[b], 0.1*spread*float64(rows[b]), 1e-3*float64(rows[b]))
+		bn, bd = bn+num[b]/s, bd+den[b]/s
 	}
 	if bd == 0 {
 		return
 	}
 	ps := near.blend(c.readoutWeights())
 	fs := near.cands[len(near.cands)-1]
-	var num, den float64
+	var sn, sd float64
 	for a := range ps {
 		e, d := near.target[a]-ps[a], fs[a]-ps[a]
-		num, den = num+e*d, den+d*d
+		sn, sd = sn+e*d, sd+d*d
 	}
-	c.edge.lean = (shareOf(bn, bd) + shareOf(num, den)) / 2
+	c.edge.lean = (shareOf(bn, bd) + shareOf(sn, sd)) / 2
 }
 
 // shareOf is the least-squares share num/den of a blend, clamped to [0,
