@@ -34,10 +34,21 @@ func (c *contextFit) blockPredict(blk *heldOut) []float64 {
 // context's spacing), and there the smooth heads carry the context's
 // relation on where the forest's averages of seen targets do not. λ is the
 // least-squares share of the forest in a blend with what the readouts
-// predict, clamped to [0, 1], on each held-out block apart (its rows
-// inside the range of the blocks they were predicted from; averaged, so
-// that no one block decides) and on the scattered rows, the two halves
-// averaged: neither kind of query is known to be the one to come.
+// predict, clamped to [0, 1], on the held-out blocks (their rows inside
+// the range of the blocks they were predicted from) and on the scattered
+// rows, the two halves averaged: neither kind of query is known to be the
+// one to come.
+//
+// The blocks' half is one share for all of them, each block's squared
+// errors divided by its rows' spread about their mean: the share that
+// maximises the mean of the blocks' R², as a run of missing rows is scored
+// (each run by its own spread), so a block where the readouts fail by a
+// wide margin — a run at the context's edge, where the season has moved —
+// weighs by what is at stake there, and a block where forest and readouts
+// agree adds nothing but its little. Each block's own share, clamped and
+// averaged, gave those agreeing blocks a full vote each (their shares are
+// the ratio of two small numbers: on airquality's contexts from −1.3 to
+// 2.3) and left the edge blocks, which want the forest most, one vote.
 //
 // Past the range the readouts stay as chosen: there the beyond readout
 // already weighs the forest on the rows that lay past their blocks' range,
@@ -47,32 +58,47 @@ func (c *contextFit) blockPredict(blk *heldOut) []float64 {
 func (c *contextFit) leanOnForest(near, blk *heldOut) {
 	p := c.blockPredict(blk)
 	fo := blk.cands[len(blk.cands)-1]
-	var lam float64
-	blocks := 0
-	for b := range blockCV {
-		var num, den float64
-		for a := range p {
-			if blk.block[a] == b && !blk.beyond[a] {
-				e, d := blk.target[a]-p[a], fo[a]-p[a]
-				num, den = num+e*d, den+d*d
-			}
-		}
-		if den > 0 {
-			lam += shareOf(num, den)
-			blocks++
+	var num, den, sst [blockCV]float64
+	var rows [blockCV]int
+	var sum [blockCV]float64
+	for a := range p {
+		b, t := blk.block[a], blk.target[a]
+		sum[b], sst[b], rows[b] = sum[b]+t, sst[b]+t*t, rows[b]+1
+		if !blk.beyond[a] {
+			e, d := t-p[a], fo[a]-p[a]
+			num[b], den[b] = num[b]+e*d, den[b]+d*d
 		}
 	}
-	if blocks == 0 {
+	var spread float64 // the blocks' mean spread per row
+	for b := range blockCV {
+		if rows[b] > 0 {
+			sst[b] = max(sst[b]-sum[b]*sum[b]/float64(rows[b]), 0)
+			spread += sst[b] / float64(len(p))
+		}
+	}
+	var bn, bd float64
+	for b := range blockCV {
+		if den[b] == 0 {
+			continue
+		}
+		// A block's spread is floored at a tenth of the blocks' mean (and
+		// a thousandth of the context's, the targets being standardised):
+		// a block of one repeated target, whose R² any error ruins,
+		// weighs at most about ten blocks, not all of them.
+		s := max(sst[b], 0.1*spread*float64(rows[b]), 1e-3*float64(rows[b]))
+		bn, bd = bn+num[b]/s, bd+den[b]/s
+	}
+	if bd == 0 {
 		return
 	}
 	ps := near.blend(c.readoutWeights())
 	fs := near.cands[len(near.cands)-1]
-	var num, den float64
+	var sn, sd float64
 	for a := range ps {
 		e, d := near.target[a]-ps[a], fs[a]-ps[a]
-		num, den = num+e*d, den+d*d
+		sn, sd = sn+e*d, sd+d*d
 	}
-	c.edge.lean = (lam/float64(blocks) + shareOf(num, den)) / 2
+	c.edge.lean = (shareOf(bn, bd) + shareOf(sn, sd)) / 2
 }
 
 // shareOf is the least-squares share num/den of a blend, clamped to [0,
