@@ -86,8 +86,18 @@ func (c *Client) RunTrigger(ctx context.Context, path, serviceKey string, body a
 	return res.StatusCode, answer, err
 }
 
+// URL is Server as a base URL: host:port alone (as a listen address is
+// written) means http://host:port.
+func (c *Client) URL() string {
+	s := strings.TrimRight(strings.TrimSpace(c.Server), "/")
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	return s
+}
+
 func (c *Client) request(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Server, "/")+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.URL()+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("--server %q: %w", c.Server, err)
 	}

@@ -21,7 +21,7 @@ func (c *taskCommand) Synopsis() string {
 
 func (c *taskCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.flagSet("task")
-	fs.StringVar(&c.client.Server, "server", envOr("REGRESSD_SERVER", "http://127.0.0.1:8181"), "regressd HTTP API (env REGRESSD_SERVER)")
+	fs.StringVar(&c.client.Server, "server", envOr("REGRESSD_SERVER", "http://127.0.0.1:8181"), "regressd HTTP API, a URL or host:port (env REGRESSD_SERVER)")
 	secretFlag(fs, &c.client.Token, "token", "REGRESSD_AUTH_TOKEN", "Bearer token when the server has REGRESSD_AUTH_TOKENS")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	action, rest, err := c.m.parseAction(fs, args)

@@ -26,7 +26,7 @@ func (c *triggerCommand) Synopsis() string {
 
 func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 	fs := c.m.flagSet("trigger", strings.Join(scheduler.ValidArgs(), ", "))
-	fs.StringVar(&c.client.Server, "server", envOr("REGRESSD_SERVER", "http://127.0.0.1:8181"), "regressd HTTP API (env REGRESSD_SERVER)")
+	fs.StringVar(&c.client.Server, "server", envOr("REGRESSD_SERVER", "http://127.0.0.1:8181"), "regressd HTTP API, a URL or host:port (env REGRESSD_SERVER)")
 	secretFlag(fs, &c.client.Token, "token", "REGRESSD_AUTH_TOKEN", "Bearer token when the server has REGRESSD_AUTH_TOKENS")
 	spec := fs.String("spec", "", "create: trigger spec")
 	targs := fs.String("args", "", "create: trigger arguments")
@@ -49,7 +49,7 @@ func (c *triggerCommand) Run(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(c.m.Stdout, "created trigger %s (%s)\n", t.Name, t.Spec)
 		if path, ok := strings.CutPrefix(t.Spec, "request:"); ok {
-			fmt.Fprintf(c.m.Stdout, "run it: curl -X POST %s/api/v3/engine/%s -H \"X-Service-Api-Key: $SERVICE_API_KEY\" -H 'Content-Type: application/json' -d '{}'\n", c.client.Server, path)
+			fmt.Fprintf(c.m.Stdout, "run it: curl -X POST %s/api/v3/engine/%s -H \"X-Service-Api-Key: $SERVICE_API_KEY\" -H 'Content-Type: application/json' -d '{}'\n", c.client.URL(), path)
 		}
 		return nil
 	case "list":

@@ -57,6 +57,12 @@ func TestTriggerCommands(t *testing.T) {
 	if err := cli("frobnicate"); err == nil || !strings.Contains(err.Error(), "unknown trigger action") {
 		t.Fatalf("unknown action: %v", err)
 	}
+	// --server as host:port, as a listen address is written, is http.
+	hostPort := &Main{Stdout: &out, Stderr: &out}
+	out.Reset()
+	if err := hostPort.Run(context.Background(), []string{"trigger", "--server", strings.TrimPrefix(e.URL, "http://"), "list"}); err != nil {
+		t.Fatalf("--server host:port: %v", err)
+	}
 	bad := &Main{Stdout: &out, Stderr: &out}
 	if err := bad.Run(context.Background(), []string{"trigger", "--server", "http://127.0.0.1:1", "list"}); err == nil || !strings.Contains(err.Error(), "cannot reach regressd") {
 		t.Fatalf("unreachable server: %v", err)
