@@ -247,7 +247,7 @@ const statusCovered schemas.Status = "covered"
 // series it counts into their run to *counted. The statements queued in
 // pre (nil: none) run first, in the claims' round trip; with commit, the
 // tasks' updates end with tx's COMMIT (pipelinedTx).
-func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, pre *pgx.Batch, commit bool, rs []result, n *tally, counted *int) (statuses []schemas.Status, ensured []string, err error) {
+func (w *Writer) applyIn(ctx context.Context, tx pgx.Tx, pre *pgx.Batch, commit bool, rs []result, n *tally, counted *[]string) (statuses []schemas.Status, ensured []string, err error) {
 	fresh, err := claimBatches(ctx, tx, pre, rs)
 	if err != nil {
 		return nil, nil, err

@@ -45,10 +45,13 @@ func (w *Writer) handlePack(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return w.writeFailed(ctx, msg, firstWithPoints(rs), err)
 	}
-	if total > 0 && ended >= total {
+	switch {
+	case total > 0 && ended >= total:
 		if err := w.settleParent(ctx, parent); err != nil {
 			return err
 		}
+	case total > 0:
+		w.publishProgress(ctx, parent)
 	}
 	return msg.Ack()
 }
@@ -120,7 +123,7 @@ func (w *Writer) commitPack(ctx context.Context, parent string, rs []result) (en
 	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		var err error
 		n = tally{}
-		counted := 0
+		counted := []string{}
 		if _, ensured, err = w.applyIn(ctx, tx, nil, false, rs, &n, &counted); err != nil {
 			return err
 		}
@@ -139,10 +142,10 @@ func (w *Writer) commitPack(ctx context.Context, parent string, rs []result) (en
 // finishSeries is finishTasks for a pack's results (rs sorted by task):
 // each of a task of its own, its one batch, all settled in one statement,
 // which also marks each series that ended as counted into its run (see
-// countEnded) and adds those it newly marked to *counted. No other
+// countEnded) and appends those it newly marked to *counted. No other
 // transaction updates these tasks at once: a pack delivered again waits on
 // the claims of the first delivery, then claims nothing.
-func finishSeries(ctx context.Context, tx pgx.Tx, rs []result, out []*settled, counted *int) (map[string]schemas.Status, error) {
+func finishSeries(ctx context.Context, tx pgx.Tx, rs []result, out []*settled, counted *[]string) (map[string]schemas.Status, error) {
 	var ids []string
 	var done, failed []int32
 	var written, remaining, outside []int64
@@ -200,7 +203,7 @@ func finishSeries(ctx context.Context, tx pgx.Tx, rs []result, out []*settled, c
 	if _, err := pgx.ForEachRow(rows, []any{&id, &st, &newly}, func() error {
 		statuses[id] = st
 		if newly {
-			*counted++
+			*counted = append(*counted, id)
 		}
 		return nil
 	}); err != nil {
@@ -211,17 +214,19 @@ func finishSeries(ctx context.Context, tx pgx.Tx, rs []result, out []*settled, c
 
 // countEnded counts into parent, under the parent's lock (see
 // handleAnnounce), the series of ids that have ended and are not counted
-// yet, and counted more already marked counted, and returns the parent's
-// ended series and total; 0, 0 when the parent is not announced yet (its
+// yet, and those of counted, already marked counted by this transaction,
+// with their progress (seriesProgress), and returns the parent's ended
+// series and total; 0, 0 when the parent is not announced yet (its
 // announcement counts them).
-func countEnded(ctx context.Context, tx pgx.Tx, parent string, ids []string, counted int) (ended, total int, err error) {
+func countEnded(ctx context.Context, tx pgx.Tx, parent string, ids, counted []string) (ended, total int, err error) {
 	if err := lockParent(ctx, tx, parent); err != nil {
 		return 0, 0, fmt.Errorf("count series into %s: %w", parent, err)
 	}
 	err = tx.QueryRow(ctx, `WITH c AS (UPDATE regressd_tasks SET series_counted = true
-			WHERE task_id = ANY($1) AND parent_id = $2 AND NOT series_counted AND status <> 'running' RETURNING 1)
-		UPDATE regressd_tasks SET series_ended = series_ended + (SELECT count(*) FROM c) + $3 WHERE task_id = $2
-		RETURNING series_ended, series_total`, ids, parent, counted).Scan(&ended, &total)
+			WHERE task_id = ANY($1) AND parent_id = $2 AND NOT series_counted AND status <> 'running' RETURNING `+seriesProgress+`),
+		a AS (SELECT * FROM c UNION ALL SELECT `+seriesProgress+` FROM regressd_tasks WHERE task_id = ANY($3))
+		UPDATE regressd_tasks p SET series_ended = p.series_ended + (SELECT count(*) FROM a), `+setProgress("p", "a")+`
+		WHERE task_id = $2 RETURNING series_ended, series_total`, ids, parent, counted).Scan(&ended, &total)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, nil
 	}

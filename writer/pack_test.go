@@ -207,3 +207,39 @@ func TestVerdictWaitsForTheRunsSeries(t *testing.T) {
 		t.Errorf("run %s %q with %d written, want success, both series and the verdict said, 6 written", status, msg, written)
 	}
 }
+
+// A running run reports what its ended series wrote (the ledger row the
+// status page, 'task show' and the engine's task endpoint read), whether a
+// series ended before the run was announced or after, and a series
+// delivered again is not counted twice.
+func TestRunningRunShowsSeriesProgress(t *testing.T) {
+	ctx := context.Background()
+	js, pool := runningWriter(t)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a, b := seriesMeta("t_run", "a", t0), seriesMeta("t_run", "b", t0)
+	// a ends before the announcement, b after it; c still runs.
+	publish(t, js, resultPack(t, "t_run", []schemas.Result{okSeries(a)}), "pack-a")
+	waitFor(t, pool, "series a", `SELECT series_counted FROM regressd_tasks WHERE task_id = $1`, a.TaskID)
+	announce(t, js, "t_run", 3, t0)
+	waitFor(t, pool, "the announcement", `SELECT series_total = 3 FROM regressd_tasks WHERE task_id = 't_run'`)
+	progress := func(when string, want int) {
+		t.Helper()
+		var status string
+		var written, queries, ended int
+		if err := pool.QueryRow(ctx, `SELECT status, written, query_rows, series_ended FROM regressd_tasks WHERE task_id = 't_run'`).
+			Scan(&status, &written, &queries, &ended); err != nil {
+			t.Fatal(err)
+		}
+		if status != "running" || written != 3*want || queries != 3*want || ended != want {
+			t.Errorf("%s: run %s, %d written of %d query rows, %d series ended; want running, %d of %d, %d",
+				when, status, written, queries, ended, 3*want, 3*want, want)
+		}
+	}
+	progress("series a ended before the announcement", 1)
+	publish(t, js, resultPack(t, "t_run", []schemas.Result{okSeries(b)}), "pack-b")
+	waitFor(t, pool, "series b", `SELECT series_ended = 2 FROM regressd_tasks WHERE task_id = 't_run'`)
+	progress("series b ended after it", 2)
+	publish(t, js, resultPack(t, "t_run", []schemas.Result{okSeries(b)}), "pack-b-again")
+	drained(t, js)
+	progress("series b delivered again", 2)
+}

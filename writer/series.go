@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,8 +49,9 @@ func (w *Writer) handleAnnounce(ctx context.Context, msg jetstream.Msg, r result
 		}
 		var b pgx.Batch
 		queueTask(&b, r.Meta)
-		b.Queue(`UPDATE regressd_tasks SET message = CASE WHEN message = '' THEN $2 ELSE message END,
-			series_ended = (SELECT count(*) FROM regressd_tasks WHERE parent_id = $1 AND series_counted)
+		b.Queue(`WITH c AS (SELECT `+seriesProgress+` FROM regressd_tasks WHERE parent_id = $1 AND series_counted)
+			UPDATE regressd_tasks p SET message = CASE WHEN message = '' THEN $2 ELSE message END,
+			series_ended = (SELECT count(*) FROM c), `+setProgress("", "c")+`
 			WHERE task_id = $1 AND status = 'running'`, r.Meta.TaskID, r.Message)
 		return tx.SendBatch(ctx, &b).Close()
 	})
@@ -111,9 +113,10 @@ func (w *Writer) handleSeriesResult(ctx context.Context, msg jetstream.Msg, r re
 func (w *Writer) countSeries(ctx context.Context, taskID, parent string) error {
 	var b pgx.Batch
 	b.Queue(`SELECT pg_advisory_xact_lock($1)`, parentLockKey(parent))
-	b.Queue(`WITH c AS (UPDATE regressd_tasks SET series_counted = true WHERE task_id = $1 AND NOT series_counted RETURNING 1)
-		UPDATE regressd_tasks SET series_ended = series_ended + (SELECT count(*) FROM c) WHERE task_id = $2
-		RETURNING series_ended, series_total`, taskID, parent)
+	b.Queue(`WITH c AS (UPDATE regressd_tasks SET series_counted = true WHERE task_id = $1 AND NOT series_counted
+			RETURNING `+seriesProgress+`)
+		UPDATE regressd_tasks p SET series_ended = p.series_ended + (SELECT count(*) FROM c), `+setProgress("p", "c")+`
+		WHERE task_id = $2 RETURNING series_ended, series_total`, taskID, parent)
 	br := w.pool.SendBatch(ctx, &b)
 	var ended, total int
 	_, err := br.Exec()
@@ -130,9 +133,42 @@ func (w *Writer) countSeries(ctx context.Context, taskID, parent string) error {
 		return fmt.Errorf("count series %s into %s: %w", taskID, parent, err)
 	}
 	if total == 0 || ended < total {
+		w.publishProgress(ctx, parent)
 		return nil
 	}
 	return w.settleParent(ctx, parent)
+}
+
+// publishProgress publishes a running group_by run's summary (the sums of
+// its ended series, seriesProgress), at most once a second; a failure to
+// is logged: the next series, or the run's end, publishes again.
+func (w *Writer) publishProgress(ctx context.Context, parent string) {
+	if _, err := w.publishSummary(ctx, parent, schemas.StatusRunning); err != nil {
+		w.log.Debug("publish run progress", "task_id", parent, "err", err)
+	}
+}
+
+// seriesProgress are the ledger's progress columns a running parent sums
+// over its ended series, so a run reports what it has written while other
+// series still run; the settled parent's row is the sum over all of them
+// (settleParentRow). Not its batches: a parent's batches stay 0 until it
+// settles, which is how the ledger tells a run's row from a series' (a
+// verdict or a job planned again must not take it for one with batches).
+const seriesProgress = `written, skipped_existing, context_rows, query_rows, read_rows, outside_range`
+
+// setProgress is the SET list putting the seriesProgress sums of the rows
+// of from into a row: added to the row's own values (table alias to), or
+// in their place when to is "".
+func setProgress(to, from string) string {
+	var set []string
+	for _, col := range strings.Split(seriesProgress, ", ") {
+		sum := fmt.Sprintf("(SELECT coalesce(sum(%s), 0) FROM %s)", col, from)
+		if to != "" {
+			sum = to + "." + col + " + " + sum
+		}
+		set = append(set, col+" = "+sum)
+	}
+	return strings.Join(set, ", ")
 }
 
 // settleParent settles a parent task once every one of its series has

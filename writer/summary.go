@@ -135,6 +135,8 @@ func newer(s, old schemas.TaskSummary) bool {
 		return ps > po
 	case s.Done() != old.Done():
 		return s.Done()
+	case s.Written != old.Written:
+		return s.Written > old.Written // a running group_by run's series
 	}
 	return s.Status != old.Status || s.Message != old.Message
 }
