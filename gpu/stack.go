@@ -81,6 +81,11 @@ func (c *contextFit) stack(ctx context.Context, cfg modelConfig, ys []float64, a
 		c.edge.fitFar(cfg, blk, blkFar, init)
 		c.leanOnForest(near, blk)
 	}
+	for l := range c.layers {
+		for h := range c.layers[l] {
+			c.layers[l][h].linv = nil // the blocks are done with it
+		}
+	}
 	return c.calibrate(ctx, near, blk)
 }
 
@@ -292,7 +297,13 @@ func (c *contextFit) rowsOf(idx []int, y []float64) ([]float64, []float64) {
 func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt []float64, te []int, ard, iso gpHyper, solveChunk int, near []float64, put func(k, a int, v float64)) error {
 	f := c.f
 	m := len(yt)
-	layers, err := buildHeads(ctx, cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
+	// The solve heads' predictions in closed form where they apply
+	// (blocksolve.go); else the heads are rebuilt on the rows.
+	solved, err := c.blockSolves(ctx, te, m, ard, iso, c.ys)
+	if err != nil {
+		return err
+	}
+	layers, err := buildHeads(ctx, cfg, zt, m, f, yt, ard, iso, solveChunk, nil, solved == nil)
 	if err != nil {
 		return err
 	}
@@ -320,7 +331,14 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 				near[a] = slices.Min(dA.base)
 			}
 			for l := range layers {
-				layerOutputs64(&layers[l], dA, dI, d2, false, func(h int, v float64) { put(1+l*headsPerLayer+h, a, v) })
+				layerOutputs64(&layers[l], dA, dI, d2, solved != nil, func(h int, v float64) { put(1+l*headsPerLayer+h, a, v) })
+			}
+			if solved != nil {
+				for k, p := range solved {
+					if p != nil {
+						put(1+k, a, p[a])
+					}
+				}
 			}
 		}
 	})
