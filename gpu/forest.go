@@ -320,7 +320,15 @@ func (g *treeGrower) split(lo, hi, depth int) (feat int, thr float64, mid int, v
 			// A split must beat the best so far by more than rounding,
 			// so that near-ties (two columns cutting the drawn rows
 			// alike) go to the first, whatever the target's scale.
-			if s := ly*ly/lw + ry*ry/rw; s > best*(1+1e-10) {
+			// Most cuts fall clearly short: the same test multiplied
+			// through by lw·rw (no division), with a margin far above
+			// its rounding, rejects them before the divisions that
+			// decide the others.
+			bar := best * (1 + 1e-10)
+			if ly*ly*rw+ry*ry*lw < bar*lw*rw*(1-1e-12) {
+				continue
+			}
+			if s := ly*ly/lw + ry*ry/rw; s > bar {
 				best, bestBin, bestFeat = s, b, d
 			}
 		}
