@@ -31,8 +31,7 @@ func (c *contextFit) blockSolves(ctx context.Context, te []int, m int, ard, iso 
 	if m+len(te) != n || len(te) == 0 || !sameHyper(ard, c.hyper[0]) || !sameHyper(iso, c.hyper[1]) {
 		return nil, nil
 	}
-	out := make([][]float64, len(c.layers)*headsPerLayer)
-	any := false
+	solves := 0
 	for l := range c.layers {
 		for h := range c.layers[l] {
 			hd := &c.layers[l][h]
@@ -42,13 +41,13 @@ func (c *contextFit) blockSolves(ctx context.Context, te []int, m int, ard, iso 
 			if hd.linv == nil {
 				return nil, nil
 			}
-			any = true
-			out[l*headsPerLayer+h] = nil // filled below
+			solves++
 		}
 	}
-	if !any {
+	if solves == 0 {
 		return nil, nil
 	}
+	out := make([][]float64, len(c.layers)*headsPerLayer)
 	// te in ascending order: a tile of rows then starts its dot products
 	// where its lowest rows' columns of L⁻¹ start.
 	idx := make([]int, len(te))
