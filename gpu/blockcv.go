@@ -166,11 +166,11 @@ func (c *contextFit) heldOutBlock(ctx context.Context, cfg modelConfig, ys []flo
 	tr := append(append([]int(nil), rows[:a0]...), rows[a1:]...)
 	te := rows[a0:a1]
 	zt, yt := c.rowsOf(tr, ys)
-	if err := c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, h.dist[a0:a1], func(k, a int, v float64) { h.cands[k][a0+a] = v }); err != nil {
+	trd, err := c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, h.dist[a0:a1], func(k, a int, v float64) { h.cands[k][a0+a] = v })
+	if err != nil {
 		return err
 	}
 	lo, hi := columnRanges(zt, len(tr), c.f)
-	trd, _, _ := fitTrend(zt, len(tr), c.f, yt) // as heldOutPredict's
 	for a := a0; a < a1; a++ {
 		h.block[a] = b
 		i := rows[a]

@@ -21,52 +21,143 @@ TEXT ·expScaledAsm(SB), NOSPLIT, $0-48
 	VBROADCASTSD s+24(FP), Y15
 	VBROADCASTSD off+32(FP), Y14
 	MOVQ         table+40(FP), DX
-	VMOVUPD      128(DX), Y13     // −708
 	VXORPD       Y12, Y12, Y12    // 0
-	VMOVDQU      expBias<>(SB), X11
+	// Eight lanes a step as two independent chains of four, interleaved
+	// (one chain's dependent multiplies and adds left the units idle);
+	// each lane's operations are those of the single loop below.
+	CMPQ      CX, $8
+	JLT       four
 
-loop:
-	VMOVUPD   (SI), Y0
-	VSUBPD    Y14, Y0, Y0         // v − off
-	VMULPD    Y15, Y0, Y0         // x = s·(v − off)
-	VCMPPD    $1, Y13, Y0, Y1     // mask: x < −708
-	VMINPD    Y12, Y0, Y0         // x ≥ 0 → 0
-	VMAXPD    Y13, Y0, Y0         // x < −708 → −708 (masked below)
-	VMULPD    0(DX), Y0, Y2       // x·log2e
-	VADDPD    32(DX), Y2, Y2      // + ½
-	VROUNDPD  $1, Y2, Y2          // k = floor
-	VMULPD    64(DX), Y2, Y3      // k·ln2Hi
-	VSUBPD    Y3, Y0, Y3          // x − k·ln2Hi
-	VMULPD    96(DX), Y2, Y4      // k·ln2Lo
-	VSUBPD    Y4, Y3, Y3          // r
-	VMOVUPD   160(DX), Y5         // p = 1/40320
+eight:
+	VMOVUPD   0(SI), Y0
+	VMOVUPD   32(SI), Y6
+	VSUBPD    Y14, Y0, Y0
+	VSUBPD    Y14, Y6, Y6
+	VMULPD    Y15, Y0, Y0
+	VMULPD    Y15, Y6, Y6
+	VCMPPD    $1, 128(DX), Y0, Y1
+	VCMPPD    $1, 128(DX), Y6, Y7
+	VMINPD    Y12, Y0, Y0
+	VMINPD    Y12, Y6, Y6
+	VMAXPD    128(DX), Y0, Y0
+	VMAXPD    128(DX), Y6, Y6
+	VMULPD    0(DX), Y0, Y2
+	VMULPD    0(DX), Y6, Y8
+	VADDPD    32(DX), Y2, Y2
+	VADDPD    32(DX), Y8, Y8
+	VROUNDPD  $1, Y2, Y2
+	VROUNDPD  $1, Y8, Y8
+	VMULPD    64(DX), Y2, Y3
+	VMULPD    64(DX), Y8, Y9
+	VSUBPD    Y3, Y0, Y3
+	VSUBPD    Y9, Y6, Y9
+	VMULPD    96(DX), Y2, Y4
+	VMULPD    96(DX), Y8, Y10
+	VSUBPD    Y4, Y3, Y3
+	VSUBPD    Y10, Y9, Y9
+	VMOVUPD   160(DX), Y5
+	VMOVUPD   160(DX), Y11
 	VMULPD    Y3, Y5, Y5
-	VADDPD    192(DX), Y5, Y5     // 1/5040 + r·p
+	VMULPD    Y9, Y11, Y11
+	VADDPD    192(DX), Y5, Y5
+	VADDPD    192(DX), Y11, Y11
 	VMULPD    Y3, Y5, Y5
-	VADDPD    224(DX), Y5, Y5     // 1/720
+	VMULPD    Y9, Y11, Y11
+	VADDPD    224(DX), Y5, Y5
+	VADDPD    224(DX), Y11, Y11
 	VMULPD    Y3, Y5, Y5
-	VADDPD    256(DX), Y5, Y5     // 1/120
+	VMULPD    Y9, Y11, Y11
+	VADDPD    256(DX), Y5, Y5
+	VADDPD    256(DX), Y11, Y11
 	VMULPD    Y3, Y5, Y5
-	VADDPD    288(DX), Y5, Y5     // 1/24
+	VMULPD    Y9, Y11, Y11
+	VADDPD    288(DX), Y5, Y5
+	VADDPD    288(DX), Y11, Y11
 	VMULPD    Y3, Y5, Y5
-	VADDPD    320(DX), Y5, Y5     // 1/6
+	VMULPD    Y9, Y11, Y11
+	VADDPD    320(DX), Y5, Y5
+	VADDPD    320(DX), Y11, Y11
 	VMULPD    Y3, Y5, Y5
-	VADDPD    352(DX), Y5, Y5     // 1/2
+	VMULPD    Y9, Y11, Y11
+	VADDPD    352(DX), Y5, Y5
+	VADDPD    352(DX), Y11, Y11
 	VMULPD    Y3, Y5, Y5
-	VADDPD    384(DX), Y5, Y5     // 1
+	VMULPD    Y9, Y11, Y11
+	VADDPD    384(DX), Y5, Y5
+	VADDPD    384(DX), Y11, Y11
 	VMULPD    Y3, Y5, Y5
-	VADDPD    416(DX), Y5, Y5     // 1
-	VCVTPD2DQY Y2, X6             // int32(k)
-	VPADDD    X11, X6, X6         // + 1023
-	VPMOVZXDQ X6, Y6
-	VPSLLQ    $52, Y6, Y6         // 2^k
-	VMULPD    Y6, Y5, Y5
-	VANDNPD   Y5, Y1, Y5          // 0 where x < −708
-	VMOVUPD   Y5, (DI)
+	VMULPD    Y9, Y11, Y11
+	VADDPD    416(DX), Y5, Y5
+	VADDPD    416(DX), Y11, Y11
+	VCVTPD2DQY Y2, X4
+	VCVTPD2DQY Y8, X10
+	VPADDD    expBias<>(SB), X4, X4
+	VPADDD    expBias<>(SB), X10, X10
+	VPMOVZXDQ X4, Y4
+	VPMOVZXDQ X10, Y10
+	VPSLLQ    $52, Y4, Y4
+	VPSLLQ    $52, Y10, Y10
+	VMULPD    Y4, Y5, Y5
+	VMULPD    Y10, Y11, Y11
+	VANDNPD   Y5, Y1, Y5
+	VANDNPD   Y11, Y7, Y11
+	VMOVUPD   Y5, 0(DI)
+	VMOVUPD   Y11, 32(DI)
+	ADDQ      $64, SI
+	ADDQ      $64, DI
+	SUBQ      $8, CX
+	CMPQ      CX, $8
+	JGE       eight
+	TESTQ     CX, CX
+	JZ        done
+
+four:
+	// x = s·(v − off); x ≥ 0 → 0, x < −708 → −708 (masked to 0 below);
+	// k = floor(x·log2e + ½); r = (x − k·ln2Hi) − k·ln2Lo; p by Horner
+	// from 1/40320; p·2^k.
+	VMOVUPD   0(SI), Y0
+	VSUBPD    Y14, Y0, Y0
+	VMULPD    Y15, Y0, Y0
+	VCMPPD    $1, 128(DX), Y0, Y1
+	VMINPD    Y12, Y0, Y0
+	VMAXPD    128(DX), Y0, Y0
+	VMULPD    0(DX), Y0, Y2
+	VADDPD    32(DX), Y2, Y2
+	VROUNDPD  $1, Y2, Y2
+	VMULPD    64(DX), Y2, Y3
+	VSUBPD    Y3, Y0, Y3
+	VMULPD    96(DX), Y2, Y4
+	VSUBPD    Y4, Y3, Y3
+	VMOVUPD   160(DX), Y5
+	VMULPD    Y3, Y5, Y5
+	VADDPD    192(DX), Y5, Y5
+	VMULPD    Y3, Y5, Y5
+	VADDPD    224(DX), Y5, Y5
+	VMULPD    Y3, Y5, Y5
+	VADDPD    256(DX), Y5, Y5
+	VMULPD    Y3, Y5, Y5
+	VADDPD    288(DX), Y5, Y5
+	VMULPD    Y3, Y5, Y5
+	VADDPD    320(DX), Y5, Y5
+	VMULPD    Y3, Y5, Y5
+	VADDPD    352(DX), Y5, Y5
+	VMULPD    Y3, Y5, Y5
+	VADDPD    384(DX), Y5, Y5
+	VMULPD    Y3, Y5, Y5
+	VADDPD    416(DX), Y5, Y5
+	VCVTPD2DQY Y2, X4
+	VPADDD    expBias<>(SB), X4, X4
+	VPMOVZXDQ X4, Y4
+	VPSLLQ    $52, Y4, Y4
+	VMULPD    Y4, Y5, Y5
+	VANDNPD   Y5, Y1, Y5
+	VMOVUPD   Y5, 0(DI)
 	ADDQ      $32, SI
 	ADDQ      $32, DI
 	SUBQ      $4, CX
-	JNZ       loop
+	JNZ       four
+
+done:
 	VZEROUPPER
 	RET
 

@@ -16,6 +16,7 @@ type head struct {
 	sf2    float64   // signal variance, solve heads
 	values []float64 // per context row, canonical order
 	loo    []float64 // solve heads: leave-one-out predictions on the scored rows (Fit only)
+	linv   []float64 // solve heads: the exact GP's L⁻¹ for the held-out blocks, when kept (Fit only; blocksolve.go)
 	vScale float64   // values are stored as values/vScale, so they lie in [−1, 1]
 	w      float64   // readout weight
 }
@@ -120,7 +121,7 @@ func fitContext(ctx context.Context, cfg modelConfig, X [][]float64, y []float64
 	c.hyper = [2]gpHyper{ard, iso}
 	c.solveChunk = solveChunk
 	score := c.scoreMask(cfg)
-	if c.layers, err = buildHeads(ctx, cfg, c.z, n, f, ys, ard, iso, solveChunk, score); err != nil {
+	if c.layers, err = buildHeads(ctx, cfg, c.z, n, f, ys, ard, iso, solveChunk, score, true); err != nil {
 		return nil, err
 	}
 	if err := c.stack(ctx, cfg, ys, ard, iso, solveChunk, score); err != nil {
@@ -158,9 +159,10 @@ func metricInv(h gpHyper, mult float64) []float64 {
 // buildHeads fits every head's values on (z, y): the GP solves for solve
 // heads, the target itself for the others.
 // score marks the rows whose leave-one-out prediction the solve heads
-// should also return (nil: none). It stops with an error wrapping ctx.Err()
-// once ctx ends.
-func buildHeads(ctx context.Context, cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gpHyper, solveChunk int, score []bool) ([][headsPerLayer]head, error) {
+// should also return (nil: none). Without solve, solve heads are left
+// unfitted (their values y): a caller that has their predictions by other
+// means. It stops with an error wrapping ctx.Err() once ctx ends.
+func buildHeads(ctx context.Context, cfg modelConfig, z []float64, n, f int, y []float64, ard, iso gpHyper, solveChunk int, score []bool, solve bool) ([][headsPerLayer]head, error) {
 	if score == nil {
 		score = make([]bool, n)
 	}
@@ -172,13 +174,13 @@ func buildHeads(ctx context.Context, cfg modelConfig, z []float64, n, f int, y [
 				hp = iso
 			}
 			h := head{spec: s, inv: metricInv(hp, s.mult), values: y}
-			if s.kind == kindSolve {
+			if s.kind == kindSolve && solve {
 				h.sf2 = hp.sf2
 				sr, err := fitSolve(ctx, z, n, f, h.inv, hp.sf2, hp.sn2, y, solveChunk, score)
 				if err != nil {
 					return nil, err
 				}
-				h.values, h.loo = sr.alpha, sr.loo
+				h.values, h.loo, h.linv = sr.alpha, sr.loo, sr.linv
 			}
 			h.vScale = 0
 			for _, v := range h.values {

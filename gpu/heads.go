@@ -30,6 +30,7 @@ func sqDist(a, b, inv []float64) float64 {
 type solveResult struct {
 	alpha []float64 // per row, already divided by the number of chunks
 	loo   []float64 // leave-one-out prediction of the head on each row
+	linv  []float64 // the exact GP's L⁻¹, column a as row a (zero before a), when kept (blocksolve.go)
 }
 
 // fitSolve solves the GP head on target r. Rows are dealt round-robin into
@@ -97,6 +98,9 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 		// summed from a in order.
 		need := func(a int) bool { return score == nil || score[rows[a]] }
 		loo := func(a int, x []float64) {
+			if res.linv != nil {
+				copy(res.linv[a*m+a:(a+1)*m], x[a:m])
+			}
 			d := x[a] * x[a]
 			for b := a + 1; b < m; b++ {
 				d += x[b] * x[b]
@@ -108,6 +112,9 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 			if need(a) {
 				needed = append(needed, a)
 			}
+		}
+		if nc == 1 && jitter == 0 && len(needed) == m && m <= maxBlockSolveRows {
+			res.linv = make([]float64, m*m)
 		}
 		for a := range m {
 			res.alpha[rows[a]] = al[a] / float64(nc)

@@ -138,12 +138,25 @@ func constantCalibration(yt []float64) *calibration {
 	return &calibration{near: slices.Sorted(slices.Values(yt)), global: 1}
 }
 
-// scaleScratch is localScale's working memory, one per goroutine.
-type scaleScratch struct{ d2, r2, sel []float64 }
+// scaleScratch is localScale's working memory, one per goroutine: the
+// calibration rows' points feature by feature (zt, built on first use for
+// the calibration cal), their distances to the query and the weights'
+// exponents.
+type scaleScratch struct {
+	d2, r2, sel, x []float64
+	zt             []float64
+	cal            *calibration
+}
 
 // localScale is s(x) for the standardised point x, leaving out the
 // calibration rows of canonical row skip (−1: none). A constant model's
 // scale is 1 (its calibration is the targets themselves). buf may be nil.
+//
+// The distances are f vector passes over the rows stored feature by
+// feature (sqDistScaledAcc: sqDist's bits), and the weights one vector
+// pass over the rows within the cut-off (expScaled with scale 1 on the
+// exponents −½d/h², expNeg's bits): a row at a time with a scalar
+// exponential was most of calibrate's cost.
 func (c *contextFit) localScale(x []float64, skip int, buf *scaleScratch) float64 {
 	cal := c.cal
 	if c.edge == nil {
@@ -157,33 +170,57 @@ func (c *contextFit) localScale(x []float64, skip int, buf *scaleScratch) float6
 	if cal.z != nil {
 		z = cal.z
 	}
+	nr, f := len(cal.rows), c.f
+	if buf.cal != cal {
+		buf.zt = slices.Grow(buf.zt[:0], nr*f)[:nr*f]
+		for a, i := range cal.rows {
+			for d := range f {
+				buf.zt[d*nr+a] = z[i*f+d]
+			}
+		}
+		buf.cal = cal
+	}
+	all := slices.Grow(buf.sel[:0], nr)[:nr]
+	clear(all)
+	for d, w := range inv {
+		sqDistScaledAcc(all, buf.zt[d*nr:(d+1)*nr], x[d], w)
+	}
 	d2, r2 := buf.d2[:0], buf.r2[:0]
 	for a, i := range cal.rows {
 		if i == skip {
 			continue
 		}
-		d2 = append(d2, sqDist(x, z[i*c.f:(i+1)*c.f], inv))
+		d2 = append(d2, all[a])
 		r2 = append(r2, cal.r2[a])
 	}
 	buf.d2, buf.r2 = d2, r2
 	if len(d2) == 0 {
+		buf.sel = all
 		return math.Sqrt(cal.global)
 	}
-	sel := append(buf.sel[:0], d2...)
+	sel := append(all[:0], d2...)
 	buf.sel = sel
 	h2 := kthSmallest(sel, min(cal.k, len(sel))-1)
 	if !(h2 > 0) {
 		h2 = math.SmallestNonzeroFloat64
 	}
-	var sw, sw2, swr float64
+	// The rows within the cut-off, their exponents and residuals in row
+	// order (sel and r2's own slots are reused: sel is done with).
+	xs, rs := buf.x[:0], sel[:0]
 	for j, d := range d2 {
 		if d > 2*farExp*h2 {
 			continue
 		}
-		w := expNeg(-0.5 * d / h2)
+		xs = append(xs, -0.5*d/h2)
+		rs = append(rs, r2[j])
+	}
+	buf.x = xs
+	expScaled(xs, xs, 1, 0)
+	var sw, sw2, swr float64
+	for j, w := range xs {
 		sw += w
 		sw2 += w * w
-		swr += w * r2[j]
+		swr += w * rs[j]
 	}
 	if sw == 0 {
 		return math.Sqrt(cal.global)

@@ -81,6 +81,11 @@ func (c *contextFit) stack(ctx context.Context, cfg modelConfig, ys []float64, a
 		c.edge.fitFar(cfg, blk, blkFar, init)
 		c.leanOnForest(near, blk)
 	}
+	for l := range c.layers {
+		for h := range c.layers[l] {
+			c.layers[l][h].linv = nil // the blocks are done with it
+		}
+	}
 	return c.calibrate(ctx, near, blk)
 }
 
@@ -270,7 +275,8 @@ func (c *contextFit) foldPredict(ctx context.Context, cfg modelConfig, ys []floa
 	if cfg.isoGP {
 		iso = fitGPIso(ctx, zt, m, c.f, yt, cfg.gp)
 	}
-	return c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, nil, func(k, a int, v float64) { out[k][te[a]] = v })
+	_, err := c.heldOutPredict(ctx, cfg, zt, yt, te, ard, iso, solveChunk, nil, func(k, a int, v float64) { out[k][te[a]] = v })
+	return err
 }
 
 // rowsOf copies the canonical rows idx of z and of y.
@@ -288,24 +294,37 @@ func (c *contextFit) rowsOf(idx []int, y []float64) ([]float64, []float64) {
 // heldOutPredict fits the trend and every head on the rows (zt, yt) with
 // the hyperparameters ard and iso, and calls put(k, a, v) with candidate
 // k's prediction v of the held-out canonical row te[a] (k = 0 the trend,
-// 1 + l·H + h head h of layer l, then the forest).
-func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt []float64, te []int, ard, iso gpHyper, solveChunk int, near []float64, put func(k, a int, v float64)) error {
+// 1 + l·H + h head h of layer l, then the forest). It returns the trend it
+// fitted on the rows.
+func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt []float64, te []int, ard, iso gpHyper, solveChunk int, near []float64, put func(k, a int, v float64)) (*trend, error) {
 	f := c.f
 	m := len(yt)
-	layers, err := buildHeads(ctx, cfg, zt, m, f, yt, ard, iso, solveChunk, nil)
+	// The solve heads' predictions in closed form where they apply
+	// (blocksolve.go); else the heads are rebuilt on the rows.
+	solved, err := c.blockSolves(ctx, te, m, ard, iso, c.ys)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	layers, err := buildHeads(ctx, cfg, zt, m, f, yt, ard, iso, solveChunk, nil, solved == nil)
+	if err != nil {
+		return nil, err
 	}
 	trd, _, _ := fitTrend(zt, m, f, yt)
-	fo, err := fitForest(ctx, zt, m, f, yt, nil)
+	// Rows held out in blocks (near non-nil) score the forest with fewer
+	// trees (blockForestTrees); folds with the forest that predicts.
+	trees := forestTrees
+	if near != nil {
+		trees = blockForestTrees
+	}
+	fo, err := fitForestTrees(ctx, zt, m, f, yt, nil, trees)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	kf := 1 + len(layers)*headsPerLayer
 	invA, invI := metricInv(ard, 1), metricInv(iso, 1)
 	zc := transpose(zt, m, f)
 	// Rows are independent and put writes each row's own slots.
-	return parallelFor(ctx, len(te), 8, func(lo, hi int) {
+	return trd, parallelFor(ctx, len(te), 8, func(lo, hi int) {
 		dA, dI := newRowDists(m), newRowDists(m)
 		d2 := make([]float64, 2*m)
 		var buf []float64
@@ -320,7 +339,14 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 				near[a] = slices.Min(dA.base)
 			}
 			for l := range layers {
-				layerOutputs64(&layers[l], dA, dI, d2, false, func(h int, v float64) { put(1+l*headsPerLayer+h, a, v) })
+				layerOutputs64(&layers[l], dA, dI, d2, solved != nil, func(h int, v float64) { put(1+l*headsPerLayer+h, a, v) })
+			}
+			if solved != nil {
+				for k, p := range solved {
+					if p != nil {
+						put(1+k, a, p[a])
+					}
+				}
 			}
 		}
 	})
