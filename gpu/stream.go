@@ -363,7 +363,7 @@ func (c *contextFit) forwardStream(ctx context.Context, zq []float64, nq int, kc
 		if edges != nil {
 			out[q] = c.leaned(edges[q], zq[q*c.f:(q+1)*c.f], out[q]+edges[q].u*(far[q]-out[q]))
 		}
-		out[q] = out[q]*c.pp.yScale + c.pp.yMean
+		out[q] = c.output(out[q])
 	}
 	return out, nil
 }
