@@ -120,7 +120,7 @@ func (r *Regressor) PredictDetailed(ctx context.Context, Xq [][]float64, opts Pr
 	if err != nil {
 		return nil, err
 	}
-	f, s2 := c.f, c.logVar()
+	f := c.f
 	err = parallelFor(ctx, nq, 16, func(lo, hi int) {
 		var buf scaleScratch
 		for q := lo; q < hi; q++ {
@@ -133,7 +133,7 @@ func (r *Regressor) PredictDetailed(ctx context.Context, Xq [][]float64, opts Pr
 				p.Outside[q] = e.outside
 				s *= c.localScale(zq[q*f:(q+1)*f], -1, &buf)
 			}
-			w := c.pp.tgt.point(mean[q], s2) // the point on the fitted scale (target.go)
+			w := c.pp.tgt.point(mean[q], c.logVar(zq[q*f:(q+1)*f], &buf)) // on the fitted scale (target.go)
 			at := func(tau float64) float64 { return c.pp.tgt.quantile(w + s*c.cal.spreadAt(tau, u)) }
 			p.Median[q] = at(0.5)
 			if p.Quantiles != nil {
