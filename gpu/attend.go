@@ -441,11 +441,12 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 			return nil, err
 		}
 	}
+	var buf scaleScratch
 	for q := range out {
 		if edges != nil {
 			out[q] = c.leaned(edges[q], zq[q*c.f:(q+1)*c.f], out[q]+edges[q].u*(far[q]-out[q]))
 		}
-		out[q] = out[q]*c.pp.yScale + c.pp.yMean
+		out[q] = c.output(out[q], zq[q*c.f:(q+1)*c.f], &buf)
 	}
 	return out, nil
 }
@@ -459,7 +460,7 @@ func (c *contextFit) forwardStart(ctx context.Context, zq []float64, nq int) (ou
 	out = make([]float64, nq)
 	if c.constant {
 		for q := range out {
-			out[q] = c.pp.yMean
+			out[q] = c.output(0, nil, nil) // a constant model has no local scale
 		}
 		return out, nil, nil, nil
 	}

@@ -133,7 +133,8 @@ func (r *Regressor) PredictDetailed(ctx context.Context, Xq [][]float64, opts Pr
 				p.Outside[q] = e.outside
 				s *= c.localScale(zq[q*f:(q+1)*f], -1, &buf)
 			}
-			at := func(tau float64) float64 { return mean[q] + s*c.cal.spreadAt(tau, u) }
+			w := c.pp.tgt.point(mean[q], c.logVar(zq[q*f:(q+1)*f], &buf)) // on the fitted scale (target.go)
+			at := func(tau float64) float64 { return c.pp.tgt.quantile(w + s*c.cal.spreadAt(tau, u)) }
 			p.Median[q] = at(0.5)
 			if p.Quantiles != nil {
 				row := make([]float64, len(p.Taus))

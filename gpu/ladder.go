@@ -225,7 +225,7 @@ func (r *Regressor) Predict(ctx context.Context, Xq [][]float64) ([]float64, err
 	if c.constant {
 		out := make([]float64, nq)
 		for i := range out {
-			out[i] = c.pp.yMean
+			out[i] = c.output(0, nil, nil) // a constant model has no local scale
 		}
 		r.mu.Lock()
 		r.report = MemoryReport{Policy: r.resolvedPolicy(), DroppedContextRows: r.dropped, Rung: RungNoCache, QueryChunk: min(r.queryBatch, nq)}

@@ -37,6 +37,7 @@ type prep struct {
 	outDim    int
 	yMean     float64
 	yScale    float64
+	tgt       targetLog // the target's scale (target.go)
 }
 
 // maxDirect is the number of standardised columns above which prep projects
@@ -161,14 +162,15 @@ func fitPrep(X [][]float64, y []float64) (*prep, []float64, []float64, error) {
 		pp.fitProjection(z, n, w)
 		z = pp.project(z, n)
 	}
-	ym, ys := meanSD(n, func(i int) float64 { return y[i] })
+	pp.tgt = fitTargetLog(y)
+	ym, ys := meanSD(n, func(i int) float64 { return pp.tgt.forward(y[i]) })
 	if ys == 0 {
 		ys = 1
 	}
 	pp.yMean, pp.yScale = ym, ys
 	yt := make([]float64, n)
 	for i, v := range y {
-		yt[i] = (v - ym) / ys
+		yt[i] = (pp.tgt.forward(v) - ym) / ys
 	}
 	return pp, z, yt, nil
 }

@@ -70,7 +70,7 @@ func refitContext(ctx context.Context, cfg modelConfig, base *contextFit, X [][]
 		if missing(v) {
 			return nil, fmt.Errorf("target of context row %d is not a finite number", i)
 		}
-		yt[i] = (v - pp.yMean) / pp.yScale
+		yt[i] = (pp.tgt.forward(v) - pp.yMean) / pp.yScale
 	}
 	ard, iso := base.hyper[0], base.hyper[1]
 	// Everything of base's is kept, then what belongs to the rows is

@@ -359,11 +359,12 @@ func (c *contextFit) forwardStream(ctx context.Context, zq []float64, nq int, kc
 			}
 		}
 	}
+	var buf scaleScratch
 	for q := range out {
 		if edges != nil {
 			out[q] = c.leaned(edges[q], zq[q*c.f:(q+1)*c.f], out[q]+edges[q].u*(far[q]-out[q]))
 		}
-		out[q] = out[q]*c.pp.yScale + c.pp.yMean
+		out[q] = c.output(out[q], zq[q*c.f:(q+1)*c.f], &buf)
 	}
 	return out, nil
 }
