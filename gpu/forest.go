@@ -47,14 +47,6 @@ const (
 	forestDepth = 18 // deepest split
 )
 
-// blockForestTrees is the trees of the forests grown on the context less a
-// held-out block (blockcv.go): they only score the forest as a candidate
-// on the block's rows, and their first trees are a full forest's; the
-// forest that predicts keeps forestTrees. Half the trees: block folds'
-// airquality 0.2407 → 0.2373, the rest of the suite within 2·10⁻⁴
-// (BENCHMARKS.md, "small, fourth session").
-const blockForestTrees = 32
-
 // predict is the forest's prediction at the standardised point z.
 func (fo *forest) predict(z []float64) float64 {
 	if len(fo.roots) == 0 {
@@ -136,15 +128,10 @@ func newBinning(z []float64, n, f int) *binning {
 // of the trees whose sample left the row out; y's mean for a row every
 // tree drew). It stops with an error wrapping ctx.Err() once ctx ends.
 func fitForest(ctx context.Context, z []float64, n, f int, y []float64, oob []float64) (*forest, error) {
-	return fitForestTrees(ctx, z, n, f, y, oob, forestTrees)
-}
-
-// fitForestTrees is fitForest with nt trees.
-func fitForestTrees(ctx context.Context, z []float64, n, f int, y []float64, oob []float64, nt int) (*forest, error) {
 	bn := newBinning(z, n, f)
-	trees := make([][]forestNode, nt)
-	drawn := make([][]int32, nt) // each tree's draw count per row, for oob
-	err := parallelFor(ctx, nt, 1, func(lo, hi int) {
+	trees := make([][]forestNode, forestTrees)
+	drawn := make([][]int32, forestTrees) // each tree's draw count per row, for oob
+	err := parallelFor(ctx, forestTrees, 1, func(lo, hi int) {
 		g := newTreeGrower(bn, n, f, y)
 		for t := lo; t < hi; t++ {
 			trees[t], drawn[t] = g.grow(uint64(t), oob != nil)

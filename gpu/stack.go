@@ -310,13 +310,7 @@ func (c *contextFit) heldOutPredict(ctx context.Context, cfg modelConfig, zt, yt
 		return nil, err
 	}
 	trd, _, _ := fitTrend(zt, m, f, yt)
-	// Rows held out in blocks (near non-nil) score the forest with fewer
-	// trees (blockForestTrees); folds with the forest that predicts.
-	trees := forestTrees
-	if near != nil {
-		trees = blockForestTrees
-	}
-	fo, err := fitForestTrees(ctx, zt, m, f, yt, nil, trees)
+	fo, err := fitForest(ctx, zt, m, f, yt, nil)
 	if err != nil {
 		return nil, err
 	}
