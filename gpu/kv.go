@@ -267,11 +267,8 @@ func (c *contextFit) buildLayerOn(ctx context.Context, l int, dev Device, chunk 
 // solveStored solves head h's GP on the positions its stored keys encode.
 func (c *contextFit) solveStored(ctx context.Context, s *layerStore, h int, hd *head, dev Device, chunk int, staged bool) ([]float64, error) {
 	n, f := c.n, c.f
-	m := n
-	if chunk > 0 && n > chunk {
-		nc := (n + chunk - 1) / chunk
-		m = (n + nc - 1) / nc
-	}
+	nc := solveExperts(n, chunk)
+	m := (n + nc - 1) / nc
 	// One expert's kernel matrix (factored in place), the positions and a
 	// few vectors: every row's, or one expert's when staged.
 	posRows := n
