@@ -386,7 +386,7 @@ func (c *contextFit) rowValues(s *layerStore, vals [headsPerLayer][]float64, i i
 // quad-major: qk[quad][b][g][2·(h mod 4)+c], the same formula as the context
 // keys.
 func (c *contextFit) queryKeys(l int, x []float64, qk []float32) {
-	if c.queryKeysFast(l, x, qk) {
+	if c.queryKeysFast(l, x, qk) || c.queryKeysAVX2(l, x, qk) {
 		return
 	}
 	f := c.f
