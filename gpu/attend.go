@@ -19,6 +19,10 @@ type layerReader func(ctx context.Context, l int) (s *layerStore, done func(), e
 type rowView struct {
 	s    *layerStore
 	vbar []float32 // n×H
+	// skip marks the quads whose heads no query of the pass reduces
+	// (layerQuads): the difference form's pass leaves their score planes
+	// unwritten. The zero value scores every quad.
+	skip [quads]bool
 	bf16DotState
 	fmaDotState
 	tiledState
@@ -131,6 +135,9 @@ func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32,
 	k := make([]float32, cb*anchorBlock*qw)
 	scale := make([]float32, cb*anchorBlock*g)
 	for qd := range quads {
+		if rv.skip[qd] {
+			continue
+		}
 		for lo := 0; lo < n; lo += cb * anchorBlock {
 			hi := min(lo+cb*anchorBlock, n)
 			kc := kern.decodeKeys(s, qd, lo, hi, k, scale)
@@ -409,6 +416,7 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 			done()
 			return nil, err
 		}
+		rv.skip = c.layerQuads(l)
 		err = parallelFor(ctx, len(qs), tile, func(lo, hi int) {
 			buf := tiles.Get().(*[]float32)
 			defer tiles.Put(buf)
@@ -489,6 +497,30 @@ func (c *contextFit) layerQueries(l, nq int, edges []queryEdge) []int {
 		}
 	}
 	return qs
+}
+
+// layerQuads marks the quads of layer l none of whose heads a readout
+// (near, or either far one) weighs: forward reduces no head of them, so
+// their scores are not computed (the difference form's pass skips them;
+// the other kernels score them unread).
+func (c *contextFit) layerQuads(l int) [quads]bool {
+	var skip [quads]bool
+	for qd := range quads {
+		skip[qd] = true
+		for h := qd * quadHeads; h < (qd+1)*quadHeads; h++ {
+			if c.layers[l][h].w != 0 {
+				skip[qd] = false
+			}
+			if c.edge != nil {
+				for _, fr := range []*farReadout{c.edge.beyond, c.edge.gap} {
+					if fr != nil && l < len(fr.w) && fr.w[l][h] != 0 {
+						skip[qd] = false
+					}
+				}
+			}
+		}
+	}
+	return skip
 }
 
 // forwardStart is what every forward pass does before the layers: the
