@@ -145,17 +145,19 @@ func fitSolve(ctx context.Context, z []float64, n, f int, inv []float64, sf2, sn
 	return res, nil
 }
 
-// Past largeSolveRows context rows the GP experts shrink in inverse
-// proportion to the context: m = largeExpertRows·largeSolveRows/n rows
-// (839 at 10,000, 419 at 20,000), never below minExpertRows. An expert of m
-// rows costs m³/3 to factor and its kernel m² to fill, so n/m of them cost
-// n·m²/3 and n·m: the factorisations get cheaper as the context grows and
-// the fill stays constant (linear in n from the floor on). The experts are
-// interleaved over the whole context, so each still spans it, only more
-// thinly; on the engine benchmark's 10,000-row table R² moved from
-// 0.98095 (5 experts of 2,000 rows) to 0.98084 (8 of 1,250) and 0.98074
-// (12 of 834), with Fit's CPU time down by half. Contexts up to
-// largeSolveRows (every evaluation table) keep the chunk's experts.
+// Past largeSolveRows context rows the GP experts shrink faster than the
+// context grows: m = largeExpertRows·(largeSolveRows/n)^1.5 rows (537 at
+// 10,000, 292 at 15,000), never below minExpertRows (reached at 16,384).
+// An expert of m rows costs m³/3 to factor and its kernel m² to fill, so
+// n/m of them cost n·m²/3 and n·m: both fall as the context grows up to the
+// floor and grow linearly in n past it, where the rest of Fit is linear
+// too. The experts are interleaved over the whole context, so each still
+// spans it, only more thinly; on the engine benchmark's 10,000-row table R²
+// went from 0.98095 (5 experts of 2,000 rows) to 0.98084 (8 of 1,250),
+// 0.98074 (12 of 834) and 0.98055 (19 of 527), with the solves' share of
+// Fit from about half to a tenth; at 15,000 rows from 0.98074 to 0.98004.
+// Contexts up to largeSolveRows (every evaluation table) keep the chunk's
+// experts.
 const (
 	largeSolveRows  = 4096
 	largeExpertRows = 2048
@@ -170,7 +172,8 @@ func solveExperts(n, chunk int) int {
 	}
 	m := min(chunk, n)
 	if n > largeSolveRows {
-		m = min(m, max(minExpertRows, largeExpertRows*largeSolveRows/n))
+		r := float64(largeSolveRows) / float64(n)
+		m = min(m, max(minExpertRows, int(largeExpertRows*r*math.Sqrt(r))))
 	}
 	return (n + m - 1) / m
 }
