@@ -19,6 +19,10 @@ type layerReader func(ctx context.Context, l int) (s *layerStore, done func(), e
 type rowView struct {
 	s    *layerStore
 	vbar []float32 // n×H
+	// skip marks the quads whose heads no query of the pass reduces
+	// (layerQuads): the difference form's pass leaves their score planes
+	// unwritten. The zero value scores every quad.
+	skip [quads]bool
 	bf16DotState
 	fmaDotState
 	tiledState
@@ -131,6 +135,9 @@ func (c *contextFit) scoresWith(kern attendKernel, rv *rowView, qks [][]float32,
 	k := make([]float32, cb*anchorBlock*qw)
 	scale := make([]float32, cb*anchorBlock*g)
 	for qd := range quads {
+		if rv.skip[qd] {
+			continue
+		}
 		for lo := 0; lo < n; lo += cb * anchorBlock {
 			hi := min(lo+cb*anchorBlock, n)
 			kc := kern.decodeKeys(s, qd, lo, hi, k, scale)
@@ -396,22 +403,27 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 		return &b
 	}}
 	for l := range c.layers {
+		qs := c.layerQueries(l, nq, edges)
+		if len(qs) == 0 {
+			continue // no head of the layer counts for any query: not read
+		}
 		s, done, err := read(ctx, l)
 		if err != nil {
 			return nil, err
 		}
-		rv, err := newRowViewFor(ctx, s, nq)
+		rv, err := newRowViewFor(ctx, s, len(qs))
 		if err != nil {
 			done()
 			return nil, err
 		}
-		err = parallelFor(ctx, nq, tile, func(lo, hi int) {
+		rv.skip = c.layerQuads(l)
+		err = parallelFor(ctx, len(qs), tile, func(lo, hi int) {
 			buf := tiles.Get().(*[]float32)
 			defer tiles.Put(buf)
 			qks := make([][]float32, hi-lo)
 			d2s := make([][]float32, hi-lo)
 			for t := range qks {
-				q := lo + t
+				q := qs[lo+t]
 				qks[t] = (*buf)[tile*n*headsPerLayer+t*w : tile*n*headsPerLayer+(t+1)*w]
 				c.queryKeys(l, zq[q*f:(q+1)*f], qks[t])
 				d2s[t] = (*buf)[t*n*headsPerLayer : (t+1)*n*headsPerLayer]
@@ -420,7 +432,7 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 			sel := make([]float32, n)
 			idx := make([]int, 0, 64)
 			for t := range qks {
-				q := lo + t
+				q := qs[lo+t]
 				for h := range c.layers[l] {
 					hd := &c.layers[l][h]
 					wf := 0.0
@@ -449,6 +461,67 @@ func (c *contextFit) forward(ctx context.Context, zq []float64, nq int, read lay
 		out[q] = c.output(out[q], zq[q*c.f:(q+1)*c.f], &buf)
 	}
 	return out, nil
+}
+
+// layerQueries lists, in order, the queries of a batch of nq that layer l
+// counts for: all of them where one of its heads has a readout weight, else
+// those with a far share (edges) whose far readout weighs one of its heads.
+// forward skips every other query's scores in the layer, and the whole
+// layer (not even read: an uncached pass does not build it) where none is
+// left; those queries reduced no head of it anyway, so the bits are the
+// same. The readout usually weighs a few heads: on a 10,000-row smooth
+// table two layers of four counted only for queries far from the context.
+func (c *contextFit) layerQueries(l, nq int, edges []queryEdge) []int {
+	qs := make([]int, 0, nq)
+	for h := range c.layers[l] {
+		if c.layers[l][h].w != 0 {
+			for q := range nq {
+				qs = append(qs, q)
+			}
+			return qs
+		}
+	}
+	if edges == nil {
+		return qs
+	}
+	for q := range nq {
+		if edges[q].u <= 0 {
+			continue
+		}
+		if fr := c.farFor(edges[q]); fr != nil {
+			for _, wf := range fr.w[l] {
+				if wf != 0 {
+					qs = append(qs, q)
+					break
+				}
+			}
+		}
+	}
+	return qs
+}
+
+// layerQuads marks the quads of layer l none of whose heads a readout
+// (near, or either far one) weighs: forward reduces no head of them, so
+// their scores are not computed (the difference form's pass skips them;
+// the other kernels score them unread).
+func (c *contextFit) layerQuads(l int) [quads]bool {
+	var skip [quads]bool
+	for qd := range quads {
+		skip[qd] = true
+		for h := qd * quadHeads; h < (qd+1)*quadHeads; h++ {
+			if c.layers[l][h].w != 0 {
+				skip[qd] = false
+			}
+			if c.edge != nil {
+				for _, fr := range []*farReadout{c.edge.beyond, c.edge.gap} {
+					if fr != nil && l < len(fr.w) && fr.w[l][h] != 0 {
+						skip[qd] = false
+					}
+				}
+			}
+		}
+	}
+	return skip
 }
 
 // forwardStart is what every forward pass does before the layers: the

@@ -126,6 +126,12 @@ func (c *contextFit) blockCandidates(ctx context.Context, cfg modelConfig, ys []
 	if m < 4*blockCV {
 		return nil, nil
 	}
+	// The blocks' solve heads use experts of the size the context's do
+	// (heads.go: they shrink past largeSolveRows), so the blocks score the
+	// solve heads as they are fitted, at the same cost per row.
+	if n > largeSolveRows {
+		solveChunk = (n + solveExperts(n, solveChunk) - 1) / solveExperts(n, solveChunk)
+	}
 	nh := len(c.layers) * headsPerLayer
 	h := &heldOut{cands: make([][]float64, nh+2), rows: rows, dist: make([]float64, m), block: make([]int, m), beyond: make([]bool, m)}
 	h.extra = [2][]float64{make([]float64, m), make([]float64, m)}

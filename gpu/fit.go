@@ -17,6 +17,7 @@ type head struct {
 	values []float64 // per context row, canonical order
 	loo    []float64 // solve heads: leave-one-out predictions on the scored rows (Fit only)
 	linv   []float64 // solve heads: the exact GP's L⁻¹ for the held-out blocks, when kept (Fit only; blocksolve.go)
+	stored []float64 // solve heads: values solved on the keys as a bf16 cache stores them (kv.go storedHeads); nil: the cache build solves them
 	vScale float64   // values are stored as values/vScale, so they lie in [−1, 1]
 	w      float64   // readout weight
 }
@@ -121,7 +122,12 @@ func fitContext(ctx context.Context, cfg modelConfig, X [][]float64, y []float64
 	c.hyper = [2]gpHyper{ard, iso}
 	c.solveChunk = solveChunk
 	score := c.scoreMask(cfg)
-	if c.layers, err = buildHeads(ctx, cfg, c.z, n, f, ys, ard, iso, solveChunk, score, true); err != nil {
+	if n > largeSolveRows {
+		c.layers, err = c.storedHeads(ctx, cfg, score) // kv.go
+	} else {
+		c.layers, err = buildHeads(ctx, cfg, c.z, n, f, ys, ard, iso, solveChunk, score, true)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := c.stack(ctx, cfg, ys, ard, iso, solveChunk, score); err != nil {
@@ -166,6 +172,17 @@ func buildHeads(ctx context.Context, cfg modelConfig, z []float64, n, f int, y [
 	if score == nil {
 		score = make([]bool, n)
 	}
+	if !solve {
+		return buildHeadsWith(cfg, y, ard, iso, nil)
+	}
+	return buildHeadsWith(cfg, y, ard, iso, func(h *head, hp gpHyper) (solveResult, error) {
+		return fitSolve(ctx, z, n, f, h.inv, hp.sf2, hp.sn2, y, solveChunk, score)
+	})
+}
+
+// buildHeadsWith is buildHeads with the solve heads solved by solve (nil:
+// left unfitted).
+func buildHeadsWith(cfg modelConfig, y []float64, ard, iso gpHyper, solve func(h *head, hp gpHyper) (solveResult, error)) ([][headsPerLayer]head, error) {
 	layers := make([][headsPerLayer]head, len(cfg.layers))
 	for l, ls := range cfg.layers {
 		for k, s := range ls {
@@ -174,9 +191,9 @@ func buildHeads(ctx context.Context, cfg modelConfig, z []float64, n, f int, y [
 				hp = iso
 			}
 			h := head{spec: s, inv: metricInv(hp, s.mult), values: y}
-			if s.kind == kindSolve && solve {
+			if s.kind == kindSolve && solve != nil {
 				h.sf2 = hp.sf2
-				sr, err := fitSolve(ctx, z, n, f, h.inv, hp.sf2, hp.sn2, y, solveChunk, score)
+				sr, err := solve(&h, hp)
 				if err != nil {
 					return nil, err
 				}

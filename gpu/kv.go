@@ -237,11 +237,17 @@ func (c *contextFit) buildLayerOn(ctx context.Context, l int, dev Device, chunk 
 		hd := &c.layers[l][h]
 		vals[h] = c.ys
 		if hd.spec.kind == kindSolve {
-			a, err := c.solveStored(ctx, s, h, hd, dev, chunk, staged)
-			if err != nil {
-				return nil, err
+			if hd.stored != nil && dtype == CacheDTypeBF16 && solveExperts(c.n, chunk) == solveExperts(c.n, c.solveChunk) {
+				// Fit solved them on these keys (storedHeads): the
+				// same bits solveStored would give.
+				vals[h] = hd.stored
+			} else {
+				a, err := c.solveStored(ctx, s, h, hd, dev, chunk, staged)
+				if err != nil {
+					return nil, err
+				}
+				vals[h] = a
 			}
-			vals[h] = a
 		}
 		// Normalise by this build's own largest value, so the values span
 		// the storage range whatever the solve produced.
@@ -267,11 +273,8 @@ func (c *contextFit) buildLayerOn(ctx context.Context, l int, dev Device, chunk 
 // solveStored solves head h's GP on the positions its stored keys encode.
 func (c *contextFit) solveStored(ctx context.Context, s *layerStore, h int, hd *head, dev Device, chunk int, staged bool) ([]float64, error) {
 	n, f := c.n, c.f
-	m := n
-	if chunk > 0 && n > chunk {
-		nc := (n + chunk - 1) / chunk
-		m = (n + nc - 1) / nc
-	}
+	nc := solveExperts(n, chunk)
+	m := (n + nc - 1) / nc
 	// One expert's kernel matrix (factored in place), the positions and a
 	// few vectors: every row's, or one expert's when staged.
 	posRows := n
@@ -321,6 +324,68 @@ func (c *contextFit) solveStored(ctx context.Context, s *layerStore, h int, hd *
 	sn2 := hp.sn2 + hp.sf2*mse
 	sr, err := fitSolve(ctx, pos, n, f, ones, hp.sf2, sn2, c.ys, chunk, make([]bool, n))
 	return sr.alpha, err
+}
+
+// storedHeads is buildHeads on the context (canonical rows, the model's
+// experts) with each solve head solved, as solveStored solves it, on the
+// positions its keys encode in a bf16 cache: the leave-one-out the readout
+// is scored on is then the solve's the queries read, and the bf16 cache
+// build (and every uncached pass) takes the values from the head (stored)
+// instead of solving again, with the same bits. Fit takes this path past
+// largeSolveRows, where the cache build's solve was a third of a Predict.
+func (c *contextFit) storedHeads(ctx context.Context, cfg modelConfig, score []bool) ([][headsPerLayer]head, error) {
+	n, f := c.n, c.f
+	ones := make([]float64, f)
+	for d := range ones {
+		ones[d] = 1
+	}
+	layers, err := buildHeadsWith(cfg, c.ys, c.hyper[0], c.hyper[1], func(h *head, hp gpHyper) (solveResult, error) {
+		pos, mse, err := c.bf16Positions(ctx, h.inv)
+		if err != nil {
+			return solveResult{}, err
+		}
+		return fitSolve(ctx, pos, n, f, ones, hp.sf2, hp.sn2+hp.sf2*mse, c.ys, c.solveChunk, score)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for l := range layers {
+		for k := range layers[l] {
+			if hd := &layers[l][k]; hd.spec.kind == kindSolve {
+				hd.stored = hd.values
+			}
+		}
+	}
+	return layers, nil
+}
+
+// bf16Positions is solveStored's positions and mean squared key rounding
+// for a bf16 store, for a head with inverse length scales inv: each key
+// (keysAt's formula) rounded to bf16 as putK stores it and getK reads it,
+// the rounding summed in solveStored's pieces and order.
+func (c *contextFit) bf16Positions(ctx context.Context, inv []float64) ([]float64, float64, error) {
+	n, f := c.n, c.f
+	pos := make([]float64, n*f)
+	const piece = 256
+	sq := make([]float64, (n+piece-1)/piece)
+	if err := parallelFor(ctx, n, piece, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			a := c.anchors[(i/anchorBlock)*f : (i/anchorBlock+1)*f]
+			for d := range f {
+				exact := clampKey((c.z[i*f+d] - a[d]) * inv[d])
+				k := fromBF16(toBF16(exact))
+				pos[i*f+d] = a[d]*inv[d] + float64(k)
+				sq[lo/piece] += float64(k-exact) * float64(k-exact)
+			}
+		}
+	}); err != nil {
+		return nil, 0, err
+	}
+	var mse float64
+	for _, v := range sq {
+		mse += v
+	}
+	return pos, mse / float64(n), nil
 }
 
 // rowKeys writes row i's float32 key vectors for layer l.
@@ -389,7 +454,7 @@ func (c *contextFit) rowValues(s *layerStore, vals [headsPerLayer][]float64, i i
 // quad-major: qk[quad][b][g][2·(h mod 4)+c], the same formula as the context
 // keys.
 func (c *contextFit) queryKeys(l int, x []float64, qk []float32) {
-	if c.queryKeysFast(l, x, qk) {
+	if c.queryKeysFast(l, x, qk) || c.queryKeysAVX2(l, x, qk) {
 		return
 	}
 	f := c.f

@@ -153,11 +153,15 @@ func (c *contextFit) nearCandidates(ctx context.Context, cfg modelConfig, ys []f
 }
 
 // stackPairs bounds scored rows × context rows in the readout's scoring:
-// 2,048 scored rows at 10,000 context rows (the floor, 1,024, from 20,000).
-// At 10k rows the scoring was 43% of Fit's CPU with 4,096 rows; 2,048 left
-// R² on 2,000 synthetic queries within 10⁻⁵ (0.986619 → 0.986612) and cut
-// Fit's wall time by a quarter. Contexts below 4,900 rows score as before.
-const stackPairs = 20_000_000
+// 500 scored rows at 10,000 context rows (the floor, 512, from 9,766). At
+// 10k rows the scoring was 43% of Fit's CPU with 4,096 rows; 2,048 left R²
+// on 2,000 synthetic queries within 10⁻⁵ (0.986619 → 0.986612) and cut
+// Fit's wall time by a quarter. Down from 20,000,000 pairs to 5,000,000
+// (and the floor from 1,024 to 512) the engine benchmark's table kept its
+// R² at 6,000 and 10,000 rows (0.98133, 0.98074) and gained 4·10⁻⁵ at
+// 15,000, with Fit's CPU down by a sixth. Contexts up to 2,236 rows (every
+// evaluation table) score every row, as before.
+const stackPairs = 5_000_000
 
 // scoreRows is every row, or a fixed spread-out sample of k rows in order.
 func scoreRows(n, k int) []int {
@@ -180,14 +184,14 @@ func scoreRows(n, k int) []int {
 
 // scoreMask marks the rows the readout is scored on (nil on the k-fold
 // path). Scoring costs scored rows × n; past stackPairs the number of scored
-// rows shrinks (not below 1024), keeping Fit linear in n.
+// rows shrinks (not below 512), keeping Fit linear in n.
 func (c *contextFit) scoreMask(cfg modelConfig) []bool {
 	n := c.n
 	if n <= cfg.foldRows && n >= 10 {
 		return nil
 	}
 	score := make([]bool, n)
-	for _, i := range scoreRows(n, min(cfg.stackRows, max(1024, stackPairs/n))) {
+	for _, i := range scoreRows(n, min(cfg.stackRows, max(512, stackPairs/n))) {
 		score[i] = true
 	}
 	return score
