@@ -59,8 +59,12 @@ type Config struct {
 	Fleets []Fleet
 	// Keep the generated tables and triggers.
 	Keep bool
+	// SkipDirect skips phase 2 (the direct loop), the longest with the
+	// engine, and the targets that compare with it.
+	SkipDirect bool
 	// CPUProfile and MemProfile name profile files; empty writes none.
-	CPUProfile, MemProfile string
+	// EngineCPUProfile profiles phase 4 (the pipeline with the engine).
+	CPUProfile, MemProfile, EngineCPUProfile string
 	// Command is the command line, echoed in the report.
 	Command string
 	// Logger receives the roles' logs; Progress the progress bars.
@@ -159,16 +163,22 @@ type runner struct {
 // startProfile starts the CPU profile when --cpuprofile is set; stop ends
 // it and may be called more than once.
 func (c *runner) startProfile() (stop func(), err error) {
-	if c.CPUProfile == "" {
+	return startCPUProfile("--cpuprofile", c.CPUProfile)
+}
+
+// startCPUProfile starts a CPU profile into file (none when empty), named
+// by flag in errors; stop ends it and may be called more than once.
+func startCPUProfile(flag, file string) (stop func(), err error) {
+	if file == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(c.CPUProfile)
+	f, err := os.Create(file)
 	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
 	var once sync.Once
 	return func() { once.Do(func() { pprof.StopCPUProfile(); f.Close() }) }, nil
@@ -344,14 +354,20 @@ func (c *runner) run(ctx context.Context, bp *benchPipeline) (*Report, error) {
 	for _, t := range engineTasks {
 		rep.EnginePredictionRows += t.gaps
 	}
-	if err := c.measure(rep, "direct loop, engine", len(engineTasks), func(b *progress.Bar) (*phaseResult, error) {
-		var err error
-		rep.Direct, err = directLoop(ctx, st.Pool, engineTasks, features, c.Model, c.TrainRows, c.BatchSize, b)
-		return &rep.Direct.phaseResult, err
-	}); err != nil {
-		return nil, err
+	if !c.SkipDirect {
+		if err := c.measure(rep, "direct loop, engine", len(engineTasks), func(b *progress.Bar) (*phaseResult, error) {
+			var err error
+			rep.Direct, err = directLoop(ctx, st.Pool, engineTasks, features, c.Model, c.TrainRows, c.BatchSize, b)
+			return &rep.Direct.phaseResult, err
+		}); err != nil {
+			return nil, err
+		}
 	}
 	names, err := bp.triggers(ctx, "b"+tag+"_e", engineTasks, features, c.Model, c.TrainRows, c.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	stopEngineProfile, err := startCPUProfile("--engine-cpuprofile", c.EngineCPUProfile)
 	if err != nil {
 		return nil, err
 	}
@@ -360,8 +376,10 @@ func (c *runner) run(ctx context.Context, bp *benchPipeline) (*Report, error) {
 		rep.PipelineEngine, err = bp.drive(ctx, taskJobs(names, engineTasks), c.Clients, b)
 		return &rep.PipelineEngine.phaseResult, err
 	}); err != nil {
+		stopEngineProfile()
 		return nil, err
 	}
+	stopEngineProfile()
 	if rep.Webhook, err = c.webhook(ctx, bp, tag); err != nil {
 		return nil, err
 	}

@@ -25,5 +25,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.SampleEvery, "sample-every", c.SampleEvery, "soak: how often memory is sampled (each sample collects garbage and returns free pages first)")
 	fs.BoolVar(&c.Keep, "keep", false, "keep the generated tables and triggers")
 	fs.StringVar(&c.MemProfile, "memprofile", "", "write a heap profile at the end of the run (after the soak) to this file, for 'go tool pprof'")
+	fs.BoolVar(&c.SkipDirect, "skip-direct", c.SkipDirect, "skip phase 2 (the direct loop with the engine) and the targets that compare with it")
+	fs.StringVar(&c.EngineCPUProfile, "engine-cpuprofile", "", "write a CPU profile of phase 4 (the pipeline with the engine) to this file, for 'go tool pprof'")
 	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the warm-up and the rounds of phases 1 and 3 (the pipeline with the trivial predictor) to this file, for 'go tool pprof'")
 }

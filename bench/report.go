@@ -197,8 +197,11 @@ func (r *Report) compare() {
 		{"pipeline + trivial rows/s ÷ raw COPY rows/s (median round)", r.Ratios.TrivialVsRawCopy, "≥ 0.80", r.Ratios.TrivialVsRawCopy >= 0.8},
 		{"pipeline + trivial rows/s ÷ raw COPY on 2 connections rows/s (median round)", r.Ratios.TrivialVsRawCopy2, "≥ 0.50", r.Ratios.TrivialVsRawCopy2 >= 0.5},
 		{"pipeline + trivial CPU ms per task (this process)", r.Ratios.TrivialCPUMsPerTask, "≤ 8", r.Ratios.TrivialCPUMsPerTask <= 8},
-		{"pipeline + engine rows/s ÷ direct loop rows/s", r.Ratios.EngineVsDirect, "≥ 1.00", r.Ratios.EngineVsDirect >= 1},
-		{"bus bytes/task ÷ direct loop sent bytes/task", r.Ratios.BusVsDirectSent, fmt.Sprintf("≤ %.3f (1/batches)", perBatch), r.Ratios.BusVsDirectSent <= perBatch},
+	}
+	if r.Direct.Tasks > 0 {
+		r.Targets = append(r.Targets,
+			benchTarget{"pipeline + engine rows/s ÷ direct loop rows/s", r.Ratios.EngineVsDirect, "≥ 1.00", r.Ratios.EngineVsDirect >= 1},
+			benchTarget{"bus bytes/task ÷ direct loop sent bytes/task", r.Ratios.BusVsDirectSent, fmt.Sprintf("≤ %.3f (1/batches)", perBatch), r.Ratios.BusVsDirectSent <= perBatch})
 	}
 	if r.Webhook.Runs > 0 {
 		r.Targets = append(r.Targets, benchTarget{fmt.Sprintf("webhook latency − engine time, p50 ms (%d context rows, %d queries)", r.Webhook.ContextRows, r.Webhook.QueryRows),
@@ -259,12 +262,16 @@ func (r *Report) WriteTable(w io.Writer) {
 	line("1. raw COPY (write limit)", r.RawCopy, "-")
 	line("1. raw COPY, 2 conns", r.RawCopy2, "-")
 	line("1. raw read (read limit)", r.RawRead, "-")
-	line("2. direct loop, engine", r.Direct.phaseResult, fmt.Sprintf("%.0f sent", r.Direct.SentBytesPerTask))
+	if r.Direct.Tasks > 0 {
+		line("2. direct loop, engine", r.Direct.phaseResult, fmt.Sprintf("%.0f sent", r.Direct.SentBytesPerTask))
+	}
 	line("3. pipeline, trivial", r.PipelineTrivial.phaseResult, fmt.Sprintf("%.0f bus", r.PipelineTrivial.BusBytesPerTask))
 	line("4. pipeline, engine", r.PipelineEngine.phaseResult, fmt.Sprintf("%.0f bus", r.PipelineEngine.BusBytesPerTask))
 	tw.Flush()
-	fmt.Fprintf(w, "\ndirect loop: %.2fs of %.2fs in the engine; re-sent context %.0f of %.0f bytes per task (JSON, as a plugin sends /predict)\n",
-		r.Direct.EngineSeconds, r.Direct.Seconds, r.Direct.ContextBytesPerTask, r.Direct.SentBytesPerTask)
+	if r.Direct.Tasks > 0 {
+		fmt.Fprintf(w, "\ndirect loop: %.2fs of %.2fs in the engine; re-sent context %.0f of %.0f bytes per task (JSON, as a plugin sends /predict)\n",
+			r.Direct.EngineSeconds, r.Direct.Seconds, r.Direct.ContextBytesPerTask, r.Direct.SentBytesPerTask)
+	}
 	if wh := r.Webhook; wh.Runs > 0 {
 		fmt.Fprintf(w, "webhook, %d runs of %d context rows and %d queries, one at a time: p50 %.1f ms trivial; engine p50 %.1f ms (p99 %.1f) of which the engine's own time p50 %.1f ms, the rest p50 %.1f ms (p99 %.1f)\n",
 			wh.Runs, wh.ContextRows, wh.QueryRows, wh.TrivialP50Ms, wh.EngineP50Ms, wh.EngineP99Ms, wh.EngineOwnP50Ms, wh.OverheadP50Ms, wh.OverheadP99Ms)
