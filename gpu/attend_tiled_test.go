@@ -85,12 +85,22 @@ func TestTiledSelfCheck(t *testing.T) {
 }
 
 // TestQueryKeysFastBitIdentical holds the vector query keys
-// (queryKeysFast) to keysAtGo's bits, coordinate by coordinate, over
-// feature counts that leave a partial chunk of eight and an odd pair, with
-// coordinates that clamp, tiny and huge scales and a NaN feature.
+// (queryKeysFast) to keysAtGo's bits (checkQueryKeys), over feature counts
+// that leave a partial chunk of eight and an odd pair.
 func TestQueryKeysFastBitIdentical(t *testing.T) {
-	r := rand.New(rand.NewPCG(4, 12))
-	for _, f := range []int{1, 2, 5, 8, 9, 16, 17, 33} {
+	checkQueryKeys(t, 12, []int{1, 2, 5, 8, 9, 16, 17, 33}, (*contextFit).queryKeysFast,
+		"no vector query keys here (they run with a tiled score kernel: AVX-512F)")
+}
+
+// checkQueryKeys holds a vector query-key path, keys, to keysAtGo's bits,
+// coordinate by coordinate, for each feature count of feats: coordinates
+// that clamp, tiny and huge scales and a NaN feature, over five anchor
+// blocks. keys reports false where it cannot run here: the test is then
+// skipped, saying skip.
+func checkQueryKeys(t *testing.T, seed uint64, feats []int, keys func(c *contextFit, l int, x []float64, out []float32) bool, skip string) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(4, seed))
+	for _, f := range feats {
 		g := (f + 1) / 2
 		const nb = 5
 		c := &contextFit{f: f, g: g, anchors: make([]float64, nb*f), layers: make([][headsPerLayer]head, 2)}
@@ -120,8 +130,8 @@ func TestQueryKeysFastBitIdentical(t *testing.T) {
 				for i := range got {
 					got[i], want[i] = 7, 7 // both must write every coordinate
 				}
-				if !c.queryKeysFast(l, x, got) {
-					t.Skip("no vector query keys here (they run with a tiled score kernel: AVX-512F)")
+				if !keys(c, l, x, got) {
+					t.Skip(skip)
 				}
 				for b := range nb {
 					c.keysAtGo(l, x, c.anchors[b*f:(b+1)*f], want[b*qw:], nb*qw)
