@@ -7,16 +7,22 @@ import (
 	"testing"
 )
 
-// randomCov returns the covariance of n random rows of p correlated columns.
-func randomCov(r *rand.Rand, n, p int) []float64 {
+// wideRows returns n random rows of p columns driven by two factors, plus
+// noise of the given deviation: a covariance with two large eigenvalues.
+func wideRows(r *rand.Rand, n, p int, noise float64) []float64 {
 	z := make([]float64, n*p)
 	for i := range n {
 		a, b := r.NormFloat64()*3, r.NormFloat64()
 		for d := range p {
-			z[i*p+d] = a*math.Sin(float64(d)) + b*math.Cos(float64(d)/3) + 0.3*r.NormFloat64()
+			z[i*p+d] = a*math.Sin(float64(d)) + b*math.Cos(float64(d)/3) + noise*r.NormFloat64()
 		}
 	}
-	cov := gram(z, n, p)
+	return z
+}
+
+// randomCov returns the covariance of n wideRows of p columns.
+func randomCov(r *rand.Rand, n, p int) []float64 {
+	cov := gram(wideRows(r, n, p, 0.3), n, p)
 	for e := range cov {
 		cov[e] /= float64(n)
 	}

@@ -130,13 +130,7 @@ func TestGlitchBoundsKeepHeavyTails(t *testing.T) {
 func TestDualAxesMatchCovariance(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	const n, w = 30, 160
-	z := make([]float64, n*w)
-	for i := range n {
-		a, b := r.NormFloat64()*3, r.NormFloat64()
-		for d := range w {
-			z[i*w+d] = a*math.Sin(float64(d)) + b*math.Cos(float64(d)/3) + 0.1*r.NormFloat64()
-		}
-	}
+	z := wideRows(r, n, w, 0.1)
 	cov := gram(z, n, w)
 	for e := range cov {
 		cov[e] /= n
