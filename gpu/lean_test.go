@@ -45,9 +45,7 @@ func TestLeanWeighsBlocksByWhatIsAtStake(t *testing.T) {
 		}
 		return h
 	}
-	far := &farReadout{w: make([][headsPerLayer]float64, 1)}
-	c := &contextFit{trendW: 1, layers: make([][headsPerLayer]head, 1), edge: &edgeModel{beyond: far, gap: far}}
-	c.leanOnForest(held(false), held(true))
+	c := leanedOn(held)
 	// The blocks' half: the last block's 20 rows of unit error against
 	// four blocks' 0.05-sized disagreement.
 	if c.edge.lean < 0.45 || c.edge.lean > 0.5 {
@@ -91,9 +89,7 @@ func TestLeanFlatBlock(t *testing.T) {
 		}
 		return h
 	}
-	far := &farReadout{w: make([][headsPerLayer]float64, 1)}
-	c := &contextFit{trendW: 1, layers: make([][headsPerLayer]head, 1), edge: &edgeModel{beyond: far, gap: far}}
-	c.leanOnForest(held(false), held(true))
+	c := leanedOn(held)
 	// The scattered rows' half is the pooled share over all rows, ¾. The
 	// flat block alone would make the blocks' half ½ (lean 0.625; a
 	// floor of a thousandth of the context's spread gave 0.628), the four
@@ -102,4 +98,14 @@ func TestLeanFlatBlock(t *testing.T) {
 	if !(c.edge.lean > 0.64 && c.edge.lean < 0.875) {
 		t.Errorf("lean %g with a flat block, want in (0.64, 0.875): the flat block weighs about ten others, not all", c.edge.lean)
 	}
+}
+
+// leanedOn is a context of one layer whose readout is the trend alone,
+// leaned on its forest by the held-out rows held(false) (scattered) and
+// held(true) (blocks).
+func leanedOn(held func(blocks bool) *heldOut) *contextFit {
+	far := &farReadout{w: make([][headsPerLayer]float64, 1)}
+	c := &contextFit{trendW: 1, layers: make([][headsPerLayer]head, 1), edge: &edgeModel{beyond: far, gap: far}}
+	c.leanOnForest(held(false), held(true))
+	return c
 }
