@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/regressd/regressd/bench"
@@ -24,14 +25,14 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 		return c.benchEngine(ctx, args[1:])
 	}
 	cfg := bench.DefaultConfig()
-	logLevel := levelFlag("warn")
+	var logLevel slog.Level
 	var jsonOut bool
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(c.m.Stderr)
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "where the embedded NATS store and private PostgreSQL live; empty uses a temporary directory removed at exit")
 	secretFlag(fs, &cfg.DatabaseURL, "database-url", "REGRESSD_DATABASE_URL", "PostgreSQL URL; empty runs a private cluster. Tables regressd_bench_* are created and dropped")
 	secretFlag(fs, &cfg.NATSURL, "nats-url", "REGRESSD_NATS_URL", "NATS URL(s); empty runs an embedded JetStream server. No other regressd may consume from it during the bench")
-	fs.Var(&logLevel, "log-level", "log `level` of the roles: debug, info, warn or error")
+	fs.TextVar(&logLevel, "log-level", slog.LevelWarn, "log `level` of the roles: debug, info, warn or error")
 	fs.BoolVar(&jsonOut, "json", false, "print one JSON object with every figure and ratio instead of the table")
 	cfg.RegisterFlags(fs)
 	fleets := fs.String("fleet", "1000x200,10000x50", "many-series runs, SERIESxROWS,…: one group_by run each beside one series of as many rows (empty skips them)")

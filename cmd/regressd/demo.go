@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"text/tabwriter"
 	"time"
@@ -36,8 +37,8 @@ func (c *demoCommand) Run(ctx context.Context, args []string) error {
 	// The demo's API listens on a free port so it never clashes with a
 	// running regressd; its data lives in --data-dir like any run.
 	rc.common.httpAddr = "127.0.0.1:0"
-	if rc.common.logLevel == "info" {
-		rc.common.logLevel = "warn"
+	if rc.common.logLevel == slog.LevelInfo {
+		rc.common.logLevel = slog.LevelWarn
 	}
 	cfg, err := rc.config()
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -15,27 +14,8 @@ type commonFlags struct {
 	pipeline.Stores
 	httpAddr    string
 	gatewayAddr string
-	logLevel    levelFlag
-}
-
-// levelFlag is a --log-level: one of slog's level names, refused at parse
-// time when it is none of them.
-type levelFlag string
-
-func (l *levelFlag) String() string {
-	if l == nil {
-		return ""
-	}
-	return string(*l)
-}
-
-func (l *levelFlag) Set(s string) error {
-	var v slog.Level
-	if err := v.UnmarshalText([]byte(s)); err != nil {
-		return errors.New("want debug, info, warn or error")
-	}
-	*l = levelFlag(s)
-	return nil
+	logLevel    slog.Level
+	badEnvLevel string // REGRESSD_LOG_LEVEL when it names no level (logged at info, and said)
 }
 
 func envOr(name, def string) string {
@@ -91,8 +71,11 @@ func fromEnv(fs *flag.FlagSet) {
 // touches regressd's state takes.
 func (c *commonFlags) registerDataDir(fs *flag.FlagSet) {
 	fs.StringVar(&c.DataDir, "data-dir", envOr("REGRESSD_DATA_DIR", "./regressd-data"), "where the embedded NATS store and private PostgreSQL live (env REGRESSD_DATA_DIR)")
-	c.logLevel = levelFlag(envOr("REGRESSD_LOG_LEVEL", "info"))
-	fs.Var(&c.logLevel, "log-level", "log `level`: debug, info, warn or error (env REGRESSD_LOG_LEVEL)")
+	c.logLevel = slog.LevelInfo
+	if v := os.Getenv("REGRESSD_LOG_LEVEL"); v != "" && c.logLevel.UnmarshalText([]byte(v)) != nil {
+		c.badEnvLevel = v
+	}
+	fs.TextVar(&c.logLevel, "log-level", c.logLevel, "log `level`: debug, info, warn or error (env REGRESSD_LOG_LEVEL)")
 }
 
 // registerDatabase adds --database-url.
@@ -111,11 +94,9 @@ func (c *commonFlags) registerBus(fs *flag.FlagSet, serve bool) {
 }
 
 func (c *commonFlags) logger(m *Main) *slog.Logger {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+	if c.badEnvLevel != "" {
 		// Only the environment can hold one: the flag checks its value.
-		fmt.Fprintf(m.Stderr, "regressd: REGRESSD_LOG_LEVEL %q is not debug, info, warn or error; logging at info\n", string(c.logLevel))
-		lvl = slog.LevelInfo
+		fmt.Fprintf(m.Stderr, "regressd: REGRESSD_LOG_LEVEL %q is not debug, info, warn or error; logging at %s\n", c.badEnvLevel, c.logLevel)
 	}
-	return slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: lvl}))
+	return slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: c.logLevel}))
 }
