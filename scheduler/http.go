@@ -401,11 +401,10 @@ func bodyString(k string, v json.RawMessage) (string, error) {
 		if err := json.Unmarshal(v, &b); err == nil {
 			return strconv.FormatBool(b), nil
 		}
-		s := string(v) // a number: 1 or 0
-		if err := json.Unmarshal(v, &s); err == nil || json.Valid(v) {
-			if b, err := parseBool(s); err == nil {
-				return strconv.FormatBool(b), nil
-			}
+		s := string(v)        // a number (1, 0) as written
+		json.Unmarshal(v, &s) // a string ("yes") as its text
+		if b, err := parseBool(s); err == nil {
+			return strconv.FormatBool(b), nil
 		}
 		return "", errors.New(`dry_run must be true or false (or "true", "yes", "1", 1 and their opposites)`)
 	case "start_time", "end_time":
